@@ -1,0 +1,180 @@
+import { assert, assertEquals } from "../support/assert.ts";
+import { KubeApiError, type KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
+import {
+  CLUSTER_ROLE_BINDINGS,
+  ENDPOINT_SLICES,
+  EVENTS,
+  INGRESS_CLASSES,
+  INGRESSES,
+  LEASES,
+  PODS,
+  SECRETS,
+  SERVICE_ACCOUNTS,
+  SERVICES,
+} from "../../lib/k8s/resources.ts";
+import { adminClient, clientWithToken, freshNamespace } from "../support/kube.ts";
+import { apply, readManifest } from "../support/manifests.ts";
+import { waitFor } from "../support/wait.ts";
+
+/** Creates ServiceAccount `sluice` in `ns`, bound only to the manifests' roles, and returns a client using its token. */
+async function controllerIdentity(admin: KubeClient, ns: string) {
+  await admin.create(SERVICE_ACCOUNTS, { namespace: ns }, {
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name: "sluice" },
+  });
+  const [clusterRole] = await readManifest("cluster_role.yaml");
+  const [role] = await readManifest("role.yaml");
+  assert(clusterRole !== undefined && role !== undefined);
+  // The ClusterRole exactly as shipped; the binding points it at this test's ServiceAccount.
+  await apply(admin, clusterRole);
+  await admin.create(CLUSTER_ROLE_BINDINGS, {}, {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: `sluice-${ns}` },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "sluice" },
+    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
+  });
+  await apply(admin, role, { namespace: ns });
+  const [roleBinding] = await readManifest("role_binding.yaml");
+  assert(roleBinding !== undefined);
+  await apply(admin, {
+    ...roleBinding,
+    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
+  }, { namespace: ns });
+
+  const request = await admin.create<{ status: { token: string } }>(
+    SERVICE_ACCOUNTS,
+    { namespace: ns, name: "sluice", subresource: "token" },
+    {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec: { expirationSeconds: 600 },
+    },
+  );
+  assert(request.status.token.length > 100, "a signed ServiceAccount token");
+  return await clientWithToken(request.status.token);
+}
+
+async function status(call: () => Promise<unknown>): Promise<number> {
+  try {
+    const result = await call();
+    if (result instanceof Response) await result.body?.cancel();
+    return 200;
+  } catch (e) {
+    if (e instanceof KubeApiError) return e.status;
+    throw e;
+  }
+}
+
+Deno.test("the ClusterRole in manifests/ allows what the controller needs and denies the rest", async () => {
+  const admin = await adminClient();
+  const ns = await freshNamespace(admin.client, "rbac");
+  const sa = await controllerIdentity(admin.client, ns);
+  try {
+    // Authorization caches catch up with new bindings asynchronously.
+    await waitFor("the binding to take effect", async () => {
+      return await status(() => sa.client.list(INGRESSES)) === 200;
+    });
+
+    await admin.client.create(INGRESSES, { namespace: ns }, {
+      apiVersion: "networking.k8s.io/v1",
+      kind: "Ingress",
+      metadata: { name: "web" },
+      spec: { defaultBackend: { service: { name: "web", port: { number: 80 } } } },
+    });
+    await admin.client.create(SECRETS, { namespace: ns }, {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "plain" },
+      stringData: { password: "hunter2" },
+    });
+
+    const c = sa.client;
+    const allowed: Record<string, () => Promise<unknown>> = {
+      "list Ingresses in all namespaces": () => c.list(INGRESSES),
+      "list IngressClasses": () => c.list(INGRESS_CLASSES),
+      "list Services": () => c.list(SERVICES),
+      "list EndpointSlices": () => c.list(ENDPOINT_SLICES),
+      "list TLS Secrets": () => c.list(SECRETS, { fieldSelector: "type=kubernetes.io/tls" }),
+      "watch Ingresses": () =>
+        c.request("GET", `/apis/networking.k8s.io/v1/ingresses`, {
+          query: { watch: true, timeoutSeconds: 1 },
+        }),
+      "patch Ingress status": () =>
+        c.patch(INGRESSES, { namespace: ns, name: "web", subresource: "status" }, {
+          status: { loadBalancer: { ingress: [{ ip: "192.0.2.10" }] } },
+        }),
+      "create an Event": () =>
+        c.create(EVENTS, { namespace: ns }, {
+          apiVersion: "v1",
+          kind: "Event",
+          metadata: { name: `web.${crypto.randomUUID().slice(0, 8)}` },
+          involvedObject: {
+            kind: "Ingress",
+            namespace: ns,
+            name: "web",
+            apiVersion: "networking.k8s.io/v1",
+          },
+          reason: "Test",
+          message: "RBAC test",
+          type: "Normal",
+          source: { component: "sluice" },
+        }),
+      "create a Lease in its namespace": () =>
+        c.create(LEASES, { namespace: ns }, {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: { name: "sluice-leader" },
+          spec: { holderIdentity: "test", leaseDurationSeconds: 15 },
+        }),
+      "get its Lease": () => c.get(LEASES, { namespace: ns, name: "sluice-leader" }),
+    };
+    const denied: Record<string, () => Promise<unknown>> = {
+      "list Pods": () => c.list(PODS),
+      "update a Secret": () =>
+        c.patch(SECRETS, { namespace: ns, name: "plain" }, { stringData: { password: "x" } }),
+      "create an Ingress": () =>
+        c.create(INGRESSES, { namespace: ns }, {
+          apiVersion: "networking.k8s.io/v1",
+          kind: "Ingress",
+          metadata: { name: "evil" },
+          spec: { defaultBackend: { service: { name: "x", port: { number: 80 } } } },
+        }),
+      "change an Ingress's spec": () =>
+        c.patch(INGRESSES, { namespace: ns, name: "web" }, { spec: { ingressClassName: "x" } }),
+      "delete a Service": () => c.delete(SERVICES, { namespace: ns, name: "kubernetes" }),
+      "create a Lease in another namespace": () =>
+        c.create(LEASES, { namespace: "default" }, {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: { name: "sluice-leader" },
+          spec: { holderIdentity: "test" },
+        }),
+      "read ServiceAccount tokens": () =>
+        c.create(SERVICE_ACCOUNTS, { namespace: ns, name: "sluice", subresource: "token" }, {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenRequest",
+          spec: {},
+        }),
+    };
+    const results: Record<string, number> = {};
+    for (const [what, call] of Object.entries({ ...allowed, ...denied })) {
+      results[what] = await status(call);
+    }
+    const expected: Record<string, number> = {};
+    for (const what of Object.keys(allowed)) expected[what] = 200;
+    for (const what of Object.keys(denied)) expected[what] = 403;
+    assertEquals(results, expected);
+
+    const written = await admin.client.get<KubeObject & { status: unknown }>(INGRESSES, {
+      namespace: ns,
+      name: "web",
+    });
+    assertEquals(written.status, { loadBalancer: { ingress: [{ ip: "192.0.2.10" }] } });
+  } finally {
+    await admin.client.delete(CLUSTER_ROLE_BINDINGS, { name: `sluice-${ns}` });
+    sa.access.close();
+    admin.access.close();
+  }
+});

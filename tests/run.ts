@@ -1,0 +1,72 @@
+/**
+ * `deno task test`: the whole suite, as CI runs it. Checks formatting, lint
+ * and types, builds (or reuses) the kube-apiserver harness, starts it once,
+ * runs every test with `SLUICE_TEST_KUBECONFIG` pointing at it, stops it,
+ * and ends with a line `N passed, N failed`.
+ *
+ * @module
+ */
+// deno-lint-ignore-file no-console
+import { buildCluster, startCluster } from "./cluster/harness.ts";
+
+const deno = Deno.execPath();
+const started = performance.now();
+const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`;
+
+async function step(name: string, args: string[]): Promise<void> {
+  console.log(`\n== ${name}: deno ${args.join(" ")}`);
+  const status = await new Deno.Command(deno, { args, stdout: "inherit", stderr: "inherit" })
+    .spawn()
+    .status;
+  if (!status.success) {
+    console.log(`\n${name} failed (exit ${status.code}) after ${elapsed()}`);
+    console.log("0 passed, 1 failed");
+    Deno.exit(1);
+  }
+}
+
+// SLUICE_TEST_SKIP_STATIC=1 skips the static checks, for quick local reruns of some tests.
+if (Deno.env.get("SLUICE_TEST_SKIP_STATIC") !== "1") {
+  await step("format", ["fmt", "--check"]);
+  await step("lint", ["lint"]);
+  await step("type check", ["task", "check"]);
+}
+
+console.log("\n== kube-apiserver harness");
+const bin = await buildCluster({ log: (line) => console.log(line) });
+const cluster = await startCluster(bin);
+console.log(`cluster: ready at ${cluster.server} after ${elapsed()} (logs: ${cluster.logFile})`);
+
+const extra = Deno.args;
+console.log(`\n== tests: deno test -A --unstable-net ${extra.join(" ")}`);
+const child = new Deno.Command(deno, {
+  args: ["test", "-A", "--unstable-net", ...extra],
+  env: {
+    SLUICE_TEST_KUBECONFIG: cluster.kubeconfig,
+    SLUICE_TEST_CLUSTER_CONTROL: cluster.control,
+    NO_COLOR: "1",
+  },
+  stdout: "piped",
+  stderr: "inherit",
+}).spawn();
+
+let summary = { passed: 0, failed: 0, seen: false };
+const decoder = new TextDecoder();
+let tail = "";
+for await (const chunk of child.stdout) {
+  await Deno.stdout.write(chunk);
+  tail = (tail + decoder.decode(chunk, { stream: true })).slice(-4096);
+}
+const status = await child.status;
+for (const line of tail.split("\n")) {
+  const m = line.match(/^(?:ok|FAILED) \| (\d+) passed(?: \(\d+ steps?\))? \| (\d+) failed/);
+  if (m) summary = { passed: Number(m[1]), failed: Number(m[2]), seen: true };
+}
+await cluster.stop();
+await Deno.remove(cluster.workDir, { recursive: true }).catch(() => {});
+
+console.log(`\nFinished in ${elapsed()}.`);
+if (!summary.seen) summary.failed = Math.max(summary.failed, status.success ? 0 : 1);
+if (!status.success && summary.failed === 0) summary.failed = 1;
+console.log(`${summary.passed} passed, ${summary.failed} failed`);
+Deno.exit(status.success ? 0 : 1);
