@@ -1,0 +1,459 @@
+/**
+ * The command line: every flag Sluice accepts, its default, its
+ * `SLUICE_<NAME>` environment variable, and its validation. This is a
+ * contract other tooling depends on; keep the names.
+ *
+ * Precedence: a flag on the command line, then its environment variable,
+ * then the default. Parsing is pure: arguments and environment in, a frozen
+ * {@linkcode Config} (or one error line) out.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+
+/** Everything Sluice is told at start. */
+export interface Config {
+  readonly kubeconfig: string | undefined;
+  readonly manifests: string | undefined;
+  readonly ingressClass: string;
+  readonly controllerName: string;
+  readonly watchIngressWithoutClass: boolean;
+  /** Empty: all namespaces. */
+  readonly watchNamespaces: readonly string[];
+  readonly httpPort: number;
+  readonly httpsPort: number;
+  readonly healthPort: number;
+  readonly defaultSslCertificate: string | undefined;
+  readonly defaultBackendService: string | undefined;
+  readonly publishService: string | undefined;
+  readonly publishStatusAddresses: readonly string[];
+  readonly electionId: string;
+  /** Namespace of the leader-election Lease. */
+  readonly electionNamespace: string | undefined;
+  readonly workers: number;
+  readonly logLevel: "trace" | "debug" | "info" | "warning" | "error" | "fatal";
+  readonly logFormat: "json" | "pretty";
+  readonly accessLog: boolean;
+  readonly sslRedirect: boolean;
+  readonly hsts: boolean;
+  readonly hstsMaxAgeSeconds: number;
+  readonly trustedProxyCidrs: readonly string[];
+  readonly proxyConnectTimeoutMs: number;
+  readonly proxyReadTimeoutMs: number;
+  /** Request body limit in bytes; 0 means unlimited. */
+  readonly maxBodyBytes: number;
+  readonly shutdownTimeoutMs: number;
+  readonly shutdownDelayMs: number;
+}
+
+type Kind = "string" | "boolean" | "int" | "duration" | "list" | "ref" | "bytes" | "enum";
+
+interface FlagSpec {
+  readonly name: string;
+  readonly key: keyof Config;
+  readonly kind: Kind;
+  readonly help: string;
+  /** Default as shown in `--help` and parsed like user input; undefined means unset. */
+  readonly default?: string;
+  readonly values?: readonly string[];
+  readonly min?: number;
+  readonly max?: number;
+}
+
+/** Every flag, in the order `--help` lists them. */
+export const FLAGS: readonly FlagSpec[] = [
+  {
+    name: "kubeconfig",
+    key: "kubeconfig",
+    kind: "string",
+    help: "Kubeconfig file (else $KUBECONFIG, ~/.kube/config, then in-cluster)",
+  },
+  {
+    name: "manifests",
+    key: "manifests",
+    kind: "string",
+    help: "Serve the YAML manifests in this directory instead of a cluster",
+  },
+  {
+    name: "ingress-class",
+    key: "ingressClass",
+    kind: "string",
+    default: "sluice",
+    help: "Value of the legacy kubernetes.io/ingress.class annotation that is ours",
+  },
+  {
+    name: "controller-name",
+    key: "controllerName",
+    kind: "string",
+    default: "sluice.dev/ingress-controller",
+    help: "spec.controller of the IngressClasses that are ours",
+  },
+  {
+    name: "watch-ingress-without-class",
+    key: "watchIngressWithoutClass",
+    kind: "boolean",
+    default: "false",
+    help: "Also serve Ingresses that name no class",
+  },
+  {
+    name: "watch-namespace",
+    key: "watchNamespaces",
+    kind: "list",
+    default: "",
+    help: "Comma-separated namespaces to watch (default: all)",
+  },
+  {
+    name: "http-port",
+    key: "httpPort",
+    kind: "int",
+    default: "8080",
+    min: 1,
+    max: 65535,
+    help: "Port of the HTTP listener",
+  },
+  {
+    name: "https-port",
+    key: "httpsPort",
+    kind: "int",
+    default: "8443",
+    min: 1,
+    max: 65535,
+    help: "Port of the HTTPS listener",
+  },
+  {
+    name: "health-port",
+    key: "healthPort",
+    kind: "int",
+    default: "10254",
+    min: 1,
+    max: 65535,
+    help: "Port of /healthz, /readyz and /metrics",
+  },
+  {
+    name: "default-ssl-certificate",
+    key: "defaultSslCertificate",
+    kind: "ref",
+    help: "TLS Secret namespace/name served when no Ingress certificate matches",
+  },
+  {
+    name: "default-backend-service",
+    key: "defaultBackendService",
+    kind: "ref",
+    help: "Service namespace/name[:port] for requests no rule matches",
+  },
+  {
+    name: "publish-service",
+    key: "publishService",
+    kind: "ref",
+    help: "Service namespace/name whose address is written to Ingress status",
+  },
+  {
+    name: "publish-status-address",
+    key: "publishStatusAddresses",
+    kind: "list",
+    default: "",
+    help: "Comma-separated addresses written to Ingress status",
+  },
+  {
+    name: "election-id",
+    key: "electionId",
+    kind: "string",
+    default: "sluice-leader",
+    help: "Name of the leader-election Lease",
+  },
+  {
+    name: "election-namespace",
+    key: "electionNamespace",
+    kind: "string",
+    help: "Namespace of the Lease (default: $POD_NAMESPACE, the in-cluster namespace, or default)",
+  },
+  {
+    name: "workers",
+    key: "workers",
+    kind: "int",
+    min: 1,
+    max: 256,
+    help: "Data-plane workers (default: the number of CPUs)",
+  },
+  {
+    name: "log-level",
+    key: "logLevel",
+    kind: "enum",
+    default: "info",
+    values: ["trace", "debug", "info", "warning", "error", "fatal"],
+    help: "Lowest level logged",
+  },
+  {
+    name: "log-format",
+    key: "logFormat",
+    kind: "enum",
+    default: "json",
+    values: ["json", "pretty"],
+    help: "json: one JSON object per line; pretty: for people",
+  },
+  {
+    name: "access-log",
+    key: "accessLog",
+    kind: "boolean",
+    default: "true",
+    help: "Log every request as a JSON line",
+  },
+  {
+    name: "ssl-redirect",
+    key: "sslRedirect",
+    kind: "boolean",
+    default: "true",
+    help: "Redirect HTTP to HTTPS (308) for hosts with TLS",
+  },
+  {
+    name: "hsts",
+    key: "hsts",
+    kind: "boolean",
+    default: "true",
+    help: "Send Strict-Transport-Security on HTTPS for hosts with TLS",
+  },
+  {
+    name: "hsts-max-age",
+    key: "hstsMaxAgeSeconds",
+    kind: "int",
+    default: "31536000",
+    min: 0,
+    max: 2 ** 31,
+    help: "max-age of Strict-Transport-Security, seconds",
+  },
+  {
+    name: "trusted-proxy-cidrs",
+    key: "trustedProxyCidrs",
+    kind: "list",
+    default: "",
+    help: "Comma-separated CIDRs whose X-Forwarded-* headers are trusted",
+  },
+  {
+    name: "proxy-connect-timeout",
+    key: "proxyConnectTimeoutMs",
+    kind: "duration",
+    default: "5s",
+    help: "Upstream connect timeout",
+  },
+  {
+    name: "proxy-read-timeout",
+    key: "proxyReadTimeoutMs",
+    kind: "duration",
+    default: "60s",
+    help: "Upstream idle read timeout (never a cap on a whole stream)",
+  },
+  {
+    name: "max-body-size",
+    key: "maxBodyBytes",
+    kind: "bytes",
+    default: "0",
+    help: "Request body limit, e.g. 10m (0: unlimited)",
+  },
+  {
+    name: "shutdown-timeout",
+    key: "shutdownTimeoutMs",
+    kind: "duration",
+    default: "30s",
+    help: "How long in-flight requests may finish after SIGTERM",
+  },
+  {
+    name: "shutdown-delay",
+    key: "shutdownDelayMs",
+    kind: "duration",
+    default: "5s",
+    help: "How long to keep accepting after SIGTERM while endpoints are removed",
+  },
+];
+
+/** `--http-port` → `SLUICE_HTTP_PORT`. */
+export function envName(flag: string): string {
+  return `SLUICE_${flag.toUpperCase().replaceAll("-", "_")}`;
+}
+
+/** The outcome of parsing. */
+export type ParseResult =
+  | { readonly kind: "config"; readonly config: Config }
+  | { readonly kind: "help"; readonly text: string }
+  | { readonly kind: "error"; readonly message: string };
+
+/** Options of {@linkcode parseConfig}. */
+export interface ParseOptions {
+  /** The environment (`SLUICE_*` variables are read from it). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Default of `--workers`. */
+  readonly cpus: number;
+}
+
+/** Parses the command line and environment. Never throws for bad input. */
+export function parseConfig(args: readonly string[], options: ParseOptions): ParseResult {
+  const booleans = new Set(FLAGS.filter((f) => f.kind === "boolean").map((f) => f.name));
+  const normalised: string[] = [];
+  for (const arg of args) {
+    // node:util takes booleans as --flag / --no-flag; accept --flag=true|false too.
+    const m = arg.match(/^--([a-z-]+)=(.*)$/s);
+    if (m !== null && booleans.has(m[1]!)) {
+      const value = convert(FLAGS.find((f) => f.name === m[1])!, m[2]!);
+      if (!value.ok) {
+        return { kind: "error", message: `Invalid value "${m[2]}" for --${m[1]}: ${value.error}` };
+      }
+      normalised.push(value.value === true ? `--${m[1]}` : `--no-${m[1]}`);
+    } else {
+      normalised.push(arg);
+    }
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: normalised,
+      options: {
+        help: { type: "boolean", short: "h" },
+        ...Object.fromEntries(
+          FLAGS.map((
+            f,
+          ) => [f.name, { type: f.kind === "boolean" ? "boolean" : "string" } as const]),
+        ),
+      },
+      strict: true,
+      allowPositionals: false,
+      allowNegative: true,
+    });
+  } catch (e) {
+    return { kind: "error", message: argumentError(e) };
+  }
+  if (parsed.values.help === true) return { kind: "help", text: helpText(options.cpus) };
+
+  const config: Record<string, unknown> = {};
+  for (const flag of FLAGS) {
+    const fromArgs = (parsed.values as Record<string, string | boolean | undefined>)[flag.name];
+    const env = options.env[envName(flag.name)];
+    let raw: string | undefined;
+    let origin: string;
+    if (fromArgs !== undefined) {
+      raw = String(fromArgs);
+      origin = `--${flag.name}`;
+    } else if (env !== undefined && env !== "") {
+      raw = env;
+      origin = envName(flag.name);
+    } else {
+      raw = flag.name === "workers" ? String(options.cpus) : flag.default;
+      origin = `default of --${flag.name}`;
+    }
+    const value = raw === undefined ? { ok: true as const, value: undefined } : convert(flag, raw);
+    if (!value.ok) {
+      return { kind: "error", message: `Invalid value "${raw}" for ${origin}: ${value.error}` };
+    }
+    config[flag.key] = value.value;
+  }
+  if (
+    config.manifests !== undefined && config.kubeconfig !== undefined
+  ) {
+    return {
+      kind: "error",
+      message: "Cannot use --manifests and --kubeconfig together: choose one source",
+    };
+  }
+  return { kind: "config", config: Object.freeze(config) as unknown as Config };
+}
+
+function argumentError(e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e);
+  // node:util's messages are long and mention "strict"; keep the first sentence.
+  const first = message.split(/\.\s|\n/)[0] ?? message;
+  return `${
+    first.replace(/^Unknown option/, "Unknown flag").replace(/^Option/, "Flag")
+  }; see --help`;
+}
+
+type Converted = { ok: true; value: unknown } | { ok: false; error: string };
+
+function convert(flag: FlagSpec, raw: string): Converted {
+  switch (flag.kind) {
+    case "string":
+      return raw.trim() === ""
+        ? { ok: false, error: "must not be empty" }
+        : { ok: true, value: raw.trim() };
+    case "boolean": {
+      const v = raw.trim().toLowerCase();
+      if (["true", "1", "yes"].includes(v)) return { ok: true, value: true };
+      if (["false", "0", "no"].includes(v)) return { ok: true, value: false };
+      return { ok: false, error: "expected true or false" };
+    }
+    case "int": {
+      if (!/^\d+$/.test(raw.trim())) return { ok: false, error: "expected a whole number" };
+      const n = Number(raw.trim());
+      if (flag.min !== undefined && n < flag.min || flag.max !== undefined && n > flag.max) {
+        return { ok: false, error: `expected a number from ${flag.min} to ${flag.max}` };
+      }
+      return { ok: true, value: n };
+    }
+    case "duration": {
+      const ms = parseDuration(raw);
+      return ms === undefined
+        ? { ok: false, error: "expected a duration such as 500ms, 5s, 2m or 1h" }
+        : { ok: true, value: ms };
+    }
+    case "bytes": {
+      const bytes = parseBytes(raw);
+      return bytes === undefined
+        ? { ok: false, error: "expected a size such as 0, 512k, 10m or 1g" }
+        : { ok: true, value: bytes };
+    }
+    case "list":
+      return {
+        ok: true,
+        value: Object.freeze(raw.split(",").map((s) => s.trim()).filter((s) => s !== "")),
+      };
+    case "ref": {
+      // namespace/name, optionally :port for the default backend.
+      const m = raw.trim().match(
+        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(:[A-Za-z0-9-]+)?$/,
+      );
+      if (m === null) return { ok: false, error: "expected namespace/name" };
+      if (m[5] !== undefined && flag.name !== "default-backend-service") {
+        return { ok: false, error: "expected namespace/name without a port" };
+      }
+      return { ok: true, value: raw.trim() };
+    }
+    case "enum":
+      return flag.values?.includes(raw.trim())
+        ? { ok: true, value: raw.trim() }
+        : { ok: false, error: `expected one of ${flag.values?.join(", ")}` };
+  }
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** `500ms`, `5s`, `1.5m`, `2h`, or a bare number of seconds → milliseconds. */
+export function parseDuration(raw: string): number | undefined {
+  const m = raw.trim().match(/^(\d+(?:\.\d+)?)(ms|s|m|h)?$/);
+  if (m === null) return undefined;
+  return Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? "s"]!);
+}
+
+const BYTE_UNITS: Record<string, number> = { "": 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30 };
+
+/** `0`, `512k`, `10m`, `1g` (binary units, as ingress-nginx's proxy-body-size) → bytes. */
+export function parseBytes(raw: string): number | undefined {
+  const m = raw.trim().toLowerCase().match(/^(\d+)([kmg]?)b?$/);
+  if (m === null) return undefined;
+  return Number(m[1]) * BYTE_UNITS[m[2] ?? ""]!;
+}
+
+/** The text of `--help`. */
+export function helpText(cpus: number): string {
+  const lines = [
+    "Usage: sluice [flags]",
+    "",
+    "Sluice, a Kubernetes Ingress controller. Every flag can also be set through the",
+    "environment variable shown; a flag on the command line wins.",
+    "",
+  ];
+  for (const f of FLAGS) {
+    const def = f.name === "workers" ? String(cpus) : f.default;
+    const shown = def === undefined || def === "" ? "" : ` (default ${def})`;
+    lines.push(`  --${f.name}${f.kind === "boolean" ? "" : "=VALUE"}`);
+    lines.push(`      ${f.help}${shown}. Env ${envName(f.name)}.`);
+  }
+  lines.push("  --help", "      Show this text.");
+  return lines.join("\n");
+}

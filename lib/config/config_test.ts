@@ -1,0 +1,146 @@
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertStringIncludes,
+} from "../../tests/support/assert.ts";
+import { type Config, envName, FLAGS, parseBytes, parseConfig, parseDuration } from "./config.ts";
+
+const opts = { env: {}, cpus: 4 };
+
+function config(args: string[], env: Record<string, string> = {}): Config {
+  const r = parseConfig(args, { env, cpus: 4 });
+  if (r.kind !== "config") throw new Error(`Expected a config, got ${JSON.stringify(r)}`);
+  return r.config;
+}
+
+Deno.test("parseConfig() gives the documented defaults", () => {
+  const c = config([]);
+  assertEquals(
+    [
+      c.ingressClass,
+      c.controllerName,
+      c.httpPort,
+      c.httpsPort,
+      c.healthPort,
+      c.electionId,
+      c.workers,
+    ],
+    ["sluice", "sluice.dev/ingress-controller", 8080, 8443, 10254, "sluice-leader", 4],
+  );
+  assertEquals([c.logLevel, c.logFormat, c.accessLog, c.sslRedirect, c.hsts], [
+    "info",
+    "json",
+    true,
+    true,
+    true,
+  ]);
+  assertEquals([c.proxyConnectTimeoutMs, c.proxyReadTimeoutMs, c.shutdownTimeoutMs], [
+    5000,
+    60_000,
+    30_000,
+  ]);
+  assertEquals([c.watchNamespaces, c.publishStatusAddresses, c.maxBodyBytes], [[], [], 0]);
+  assertEquals([c.kubeconfig, c.manifests, c.defaultBackendService], [
+    undefined,
+    undefined,
+    undefined,
+  ]);
+});
+
+Deno.test("parseConfig() reads flags, SLUICE_* variables, and prefers the flag", () => {
+  const cases: [string[], Record<string, string>, keyof Config, unknown][] = [
+    [["--http-port", "9000"], {}, "httpPort", 9000],
+    [["--http-port=9001"], {}, "httpPort", 9001],
+    [[], { SLUICE_HTTP_PORT: "9002" }, "httpPort", 9002],
+    [["--http-port=9003"], { SLUICE_HTTP_PORT: "9002" }, "httpPort", 9003],
+    [["--watch-namespace", "a, b,,c"], {}, "watchNamespaces", ["a", "b", "c"]],
+    [["--watch-ingress-without-class"], {}, "watchIngressWithoutClass", true],
+    [[], { SLUICE_WATCH_INGRESS_WITHOUT_CLASS: "true" }, "watchIngressWithoutClass", true],
+    [["--no-hsts"], {}, "hsts", false],
+    [["--access-log=false"], {}, "accessLog", false],
+    [[], { SLUICE_ACCESS_LOG: "false" }, "accessLog", false],
+    [
+      ["--default-backend-service", "infra/fallback:http"],
+      {},
+      "defaultBackendService",
+      "infra/fallback:http",
+    ],
+    [
+      ["--default-ssl-certificate", "infra/wildcard"],
+      {},
+      "defaultSslCertificate",
+      "infra/wildcard",
+    ],
+    [["--proxy-read-timeout", "2m"], {}, "proxyReadTimeoutMs", 120_000],
+    [["--proxy-connect-timeout", "750ms"], {}, "proxyConnectTimeoutMs", 750],
+    [["--max-body-size", "10m"], {}, "maxBodyBytes", 10 * 2 ** 20],
+    [["--log-format", "pretty"], {}, "logFormat", "pretty"],
+    [["--workers", "1"], {}, "workers", 1],
+    [["--manifests", "examples"], {}, "manifests", "examples"],
+  ];
+  for (const [args, env, key, expected] of cases) {
+    assertEquals(config(args, env)[key], expected, `${args.join(" ")} ${JSON.stringify(env)}`);
+  }
+});
+
+Deno.test("parseConfig() rejects unknown flags and bad values with one line naming them", () => {
+  const cases: [string[], Record<string, string>, RegExp][] = [
+    [["--bogus"], {}, /Unknown flag '--bogus'/],
+    [["--http-port", "http"], {}, /Invalid value "http" for --http-port: expected a whole number/],
+    [["--http-port", "70000"], {}, /expected a number from 1 to 65535/],
+    [[], { SLUICE_HTTPS_PORT: "-1" }, /for SLUICE_HTTPS_PORT/],
+    [["--log-format", "xml"], {}, /expected one of json, pretty/],
+    [["--default-ssl-certificate", "just-a-name"], {}, /expected namespace\/name/],
+    [["--publish-service", "ns/svc:80"], {}, /without a port/],
+    [["--proxy-read-timeout", "soon"], {}, /expected a duration/],
+    [["--max-body-size", "lots"], {}, /expected a size/],
+    [["--workers", "0"], {}, /from 1 to 256/],
+    [[], { SLUICE_HSTS: "maybe" }, /expected true or false/],
+    [["stray"], {}, /Unexpected argument|positional/i],
+    [["--manifests", "d", "--kubeconfig", "k"], {}, /choose one source/],
+  ];
+  for (const [args, env, pattern] of cases) {
+    const r = parseConfig(args, { env, cpus: 2 });
+    assertEquals(r.kind, "error", `${args.join(" ")} ${JSON.stringify(env)}`);
+    if (r.kind === "error") {
+      assertMatch(r.message, pattern);
+      assert(!r.message.includes("\n"), `one line: ${r.message}`);
+    }
+  }
+});
+
+Deno.test("--help lists every flag with its default and environment variable", () => {
+  const r = parseConfig(["--help"], opts);
+  assertEquals(r.kind, "help");
+  if (r.kind !== "help") return;
+  for (const f of FLAGS) {
+    assertStringIncludes(r.text, `--${f.name}`);
+    assertStringIncludes(r.text, envName(f.name));
+  }
+  assertStringIncludes(r.text, "(default 8080)");
+  assertStringIncludes(r.text, "(default 4)");
+});
+
+Deno.test("parseDuration() and parseBytes() accept the documented forms only", () => {
+  assertEquals(["500ms", "5s", "5", "1.5m", "2h", "x", "5d", ""].map(parseDuration), [
+    500,
+    5000,
+    5000,
+    90_000,
+    7_200_000,
+    undefined,
+    undefined,
+    undefined,
+  ]);
+  assertEquals(["0", "512k", "10m", "1g", "1G", "10mb", "-1", "1t"].map(parseBytes), [
+    0,
+    512 * 1024,
+    10 * 2 ** 20,
+    2 ** 30,
+    2 ** 30,
+    10 * 2 ** 20,
+    undefined,
+    undefined,
+  ]);
+});
