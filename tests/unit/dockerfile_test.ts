@@ -1,0 +1,55 @@
+/**
+ * No Docker engine runs here, so the image is checked by reading: what the
+ * Dockerfile and deno.json promise each other.
+ */
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+
+const root = new URL("../../", import.meta.url);
+const dockerfile = await Deno.readTextFile(new URL("Dockerfile", root));
+const denoJson = JSON.parse(await Deno.readTextFile(new URL("deno.json", root))) as {
+  tasks: Record<string, string>;
+  permissions: Record<string, unknown>;
+};
+const toolchain = JSON.parse(
+  await Deno.readTextFile(new URL("tools/toolchain/package.json", root)),
+) as { devDependencies: { deno: string } };
+
+const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)].map((m) => m[1]!);
+
+/** The flags of a `deno run`/`deno compile` command line that decide what the program may do. */
+function permissionFlags(command: string): string[] {
+  return command.split(/\s+/).filter((w) =>
+    /^(-P|--permission-set|--allow-|--deny-|-A$|--unstable-)/.test(w)
+  )
+    .sort();
+}
+
+Deno.test("the Dockerfile builds with the pinned Deno and runs on distroless cc, both pinned by tag", () => {
+  assertEquals(froms.length, 2);
+  assertEquals(froms[0], `denoland/deno:${toolchain.devDependencies.deno}`);
+  assertEquals(froms[1], "gcr.io/distroless/cc-debian12:nonroot");
+  for (const image of froms) assertMatch(image, /:[\w.-]+$/, `${image} is pinned by tag`);
+});
+
+Deno.test("deno task compile grants exactly the permissions deno task start runs with, and never -A", () => {
+  const start = permissionFlags(denoJson.tasks.start!);
+  const compile = permissionFlags(denoJson.tasks.compile!);
+  assertEquals(compile, start);
+  assert(!compile.includes("-A") && !compile.some((f) => f.startsWith("--allow-all")), "no -A");
+  assert(start.includes("-P=sluice"), "the permission set named in deno.json");
+  assert("sluice" in denoJson.permissions, "deno.json defines the permission set");
+});
+
+Deno.test("the image's entrypoint is the binary deno task compile writes", () => {
+  const output = denoJson.tasks.compile!.match(/--output\s+(\S+)/)?.[1];
+  assertEquals(output, "dist/sluice");
+  assertMatch(dockerfile, /COPY --from=build \/src\/dist\/sluice \/sluice/);
+  assertMatch(dockerfile, /^ENTRYPOINT \["\/sluice"\]$/m);
+  assertMatch(dockerfile, /^RUN deno task compile$/m);
+});
+
+Deno.test("the image runs as a non-root user and exposes the HTTP, HTTPS and health ports", () => {
+  const user = dockerfile.match(/^USER\s+(\S+)/m)?.[1];
+  assert(user !== undefined && !/^(0|root)(:|$)/.test(user), `USER ${user}`);
+  assertMatch(dockerfile, /^EXPOSE 8080 8443 10254$/m);
+});
