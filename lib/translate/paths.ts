@@ -1,0 +1,79 @@
+/**
+ * Ingress paths: validation, path types and the canonical form used to detect
+ * conflicts.
+ *
+ * Owns what a valid `spec.rules[].http.paths[]` path and pathType are, and what
+ * `ImplementationSpecific` means in Sluice. Knows nothing about hosts, backends
+ * or how lookups are compiled.
+ *
+ * @module
+ */
+
+/** A usable path with the matching Sluice applies to it. */
+export type PathResult =
+  | { readonly ok: true; readonly path: string; readonly pathType: "Exact" | "Prefix" }
+  | { readonly ok: false; readonly field: "path" | "pathType"; readonly message: string };
+
+// Kubernetes validation (ValidateIngressSpec, HTTPIngressPath): Exact and Prefix
+// paths must be absolute and may not contain these sequences or end in these
+// suffixes.
+const INVALID_SEQUENCES = ["//", "/./", "/../", "%2f", "%2F"];
+const INVALID_SUFFIXES = ["/..", "/."];
+
+/**
+ * Validates a path and its pathType.
+ *
+ * Kubernetes rules (HTTPIngressPath, networking.k8s.io/v1):
+ * - `pathType` is required: `Exact`, `Prefix` or `ImplementationSpecific`.
+ * - `Exact` and `Prefix` need a path beginning with `/`.
+ * - `ImplementationSpecific` is "up to the IngressClass": Sluice treats it as
+ *   `Prefix` (documented in the README); an absent path then means `/`.
+ */
+export function validatePath(path: unknown, pathType: unknown): PathResult {
+  if (pathType !== "Exact" && pathType !== "Prefix" && pathType !== "ImplementationSpecific") {
+    const shown = pathType === undefined ? "is missing" : `${JSON.stringify(pathType)} is unknown`;
+    const which = typeof path === "string" ? ` "${path}"` : "";
+    return {
+      ok: false,
+      field: "pathType",
+      message:
+        `Cannot route path${which}: pathType ${shown}; use Exact, Prefix or ImplementationSpecific`,
+    };
+  }
+  if (pathType === "ImplementationSpecific" && (path === undefined || path === "")) {
+    return { ok: true, path: "/", pathType: "Prefix" };
+  }
+  if (typeof path !== "string" || !path.startsWith("/")) {
+    const shown = typeof path === "string" ? `"${path}"` : "(missing)";
+    return {
+      ok: false,
+      field: "path",
+      message: `Cannot route path ${shown}: a path must begin with "/"`,
+    };
+  }
+  if (pathType !== "ImplementationSpecific") {
+    const sequence = INVALID_SEQUENCES.find((s) => path.includes(s));
+    const suffix = INVALID_SUFFIXES.find((s) => path.endsWith(s));
+    if (sequence !== undefined || suffix !== undefined) {
+      return {
+        ok: false,
+        field: "path",
+        message: `Cannot route path "${path}": it must not contain "${sequence ?? suffix}"`,
+      };
+    }
+  }
+  return { ok: true, path, pathType: pathType === "Exact" ? "Exact" : "Prefix" };
+}
+
+/**
+ * The canonical form of a Prefix path: trailing slashes removed, so `/` is `""`.
+ *
+ * Kubernetes rule (Ingress concept docs, "Path types"): Prefix matching is done
+ * element by element on the path split by `/`; a trailing slash is ignored, so
+ * `/foo` and `/foo/` match the same requests.
+ */
+export function canonicalPrefix(path: string): string {
+  let end = path.length;
+  while (end > 0 && path.charCodeAt(end - 1) === 47 /* "/" */) end--;
+  return end === path.length ? path : path.slice(0, end);
+}

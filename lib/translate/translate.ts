@@ -1,0 +1,156 @@
+/**
+ * The translation: cluster objects in, `{ routes, backends, certificates,
+ * issues }` out. Pure, deterministic, sorted.
+ *
+ * Wires the rule modules together (class selection, route candidates,
+ * conflicts, backends, TLS, default backend) and guarantees that a malformed
+ * object never throws out of here and never removes anyone else's routes.
+ * Knows nothing about I/O, clocks, logging or lookup structures.
+ *
+ * @module
+ */
+
+import type { Backend } from "../routing/snapshot.ts";
+import { createBackendResolver, type ResolvedBackend } from "./backends.ts";
+import { createClassSelector } from "./class_selection.ts";
+import { indexCluster } from "./cluster_index.ts";
+import { translateDefaultBackend } from "./default_backend.ts";
+import { type OwnedIngress, selectIngresses } from "./ingress_selection.ts";
+import { type Issue, sortIssues } from "./issues.ts";
+import { collectRouteCandidates, type RouteCandidate } from "./route_candidates.ts";
+import { mergeRouteCandidates } from "./route_conflicts.ts";
+import { createSecretCertificateReader, translateDefaultCertificate, translateTls } from "./tls.ts";
+import type { ClusterObjects, Route, TranslateOptions, Translation } from "./translation.ts";
+import { compareStrings } from "./_order.ts";
+
+const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;
+
+function compareRoutes(a: Route, b: Route): number {
+  return compareStrings(a.host, b.host) || compareStrings(a.path, b.path) ||
+    PATH_TYPE_ORDER[a.pathType] - PATH_TYPE_ORDER[b.pathType];
+}
+
+function internalError(owned: OwnedIngress, error: unknown): Issue {
+  const detail = error instanceof Error ? error.message : String(error);
+  return {
+    kind: "Ingress",
+    namespace: owned.namespace,
+    name: owned.name,
+    field: "",
+    message: `Cannot translate Ingress: unexpected error "${detail}"; its routes are skipped`,
+  };
+}
+
+/**
+ * Translates cluster objects into routes, backends, certificates and issues.
+ *
+ * Never throws for malformed objects: each problem becomes an issue and only
+ * the faulty part (a path, a rule, a TLS entry) is skipped.
+ */
+export function translate(objects: ClusterObjects, options: TranslateOptions): Translation {
+  const issues: Issue[] = [];
+  const index = indexCluster(objects);
+  const select = createClassSelector(objects.ingressClasses ?? [], options);
+  const owned = selectIngresses(objects.ingresses ?? [], { select, issues });
+  const resolveBackend = createBackendResolver(index);
+
+  // Route candidates, Ingress by Ingress, in precedence order.
+  const candidates: RouteCandidate[] = [];
+  for (const ingress of owned) {
+    let own: ReturnType<typeof collectRouteCandidates>;
+    try {
+      own = collectRouteCandidates(ingress);
+    } catch (error) {
+      issues.push(internalError(ingress, error));
+      continue;
+    }
+    candidates.push(...own.candidates);
+    issues.push(...own.issues);
+  }
+
+  // Backend problems: one issue per Ingress and backend, at its first use.
+  const reported = new Set<string>();
+  for (const candidate of candidates) {
+    const resolved = resolveBackend(candidate.backend);
+    if (resolved.problem === undefined) continue;
+    const once = `${candidate.ingress} ${resolved.backend.key}`;
+    if (reported.has(once)) continue;
+    reported.add(once);
+    issues.push({
+      kind: "Ingress",
+      namespace: candidate.namespace,
+      name: candidate.name,
+      field: `${candidate.field}${candidate.pathType === "Default" ? "" : ".backend"}`,
+      message: `${resolved.problem}; the route answers 503`,
+    });
+  }
+
+  const winners = mergeRouteCandidates(candidates, issues);
+  const backends = new Map<string, Backend>();
+  const routes: Route[] = winners.map((candidate) => {
+    const { backend } = resolveBackend(candidate.backend);
+    backends.set(backend.key, backend);
+    return {
+      host: candidate.host,
+      path: candidate.path,
+      pathType: candidate.pathType,
+      ingress: candidate.ingress,
+      backend: backend.key,
+    };
+  });
+  routes.sort(compareRoutes);
+
+  let defaultBackend: ResolvedBackend | undefined;
+  try {
+    defaultBackend = translateDefaultBackend(options.defaultBackendService, {
+      resolveBackend,
+      issues,
+    });
+  } catch (error) {
+    issues.push(optionError("default-backend-service", error));
+  }
+  if (defaultBackend !== undefined) {
+    backends.set(defaultBackend.backend.key, defaultBackend.backend);
+  }
+
+  const readCertificate = createSecretCertificateReader(index, options);
+  const tls = translateTls(owned, {
+    readCertificate,
+    issues,
+    onError: (ingress, error) => issues.push(internalError(ingress, error)),
+  });
+
+  let defaultCertificate;
+  try {
+    defaultCertificate = translateDefaultCertificate(options.defaultSslCertificate, {
+      readCertificate,
+      issues,
+    });
+  } catch (error) {
+    issues.push(optionError("default-ssl-certificate", error));
+  }
+
+  const translation: {
+    -readonly [K in keyof Translation]: Translation[K];
+  } = {
+    routes,
+    backends: [...backends.values()].sort((a, b) => compareStrings(a.key, b.key)),
+    tlsHosts: tls.tlsHosts,
+    certificates: tls.certificates,
+    issues: sortIssues(issues),
+  };
+  if (defaultBackend !== undefined) translation.defaultBackend = defaultBackend.backend.key;
+  if (defaultCertificate !== undefined) translation.defaultCertificate = defaultCertificate;
+  return translation;
+}
+
+function optionError(option: string, error: unknown): Issue {
+  const detail = error instanceof Error ? error.message : String(error);
+  return {
+    kind: "Option",
+    namespace: "",
+    name: option,
+    field: "",
+    message: `Cannot use --${option}: unexpected error "${detail}"`,
+  };
+}

@@ -1,0 +1,289 @@
+/**
+ * Translation as a whole: robustness against malformed objects (seeded), determinism,
+ * certificate inspection once per Secret.
+ *
+ * @module
+ */
+
+import { assert, assertEquals } from "../../tests/support/assert.ts";
+import type { Ingress } from "../k8s/objects.ts";
+import { compileRouteTable } from "../routing/route_table.ts";
+import { translate } from "./translate.ts";
+import type { ClusterObjects, InspectCertificate, TranslateOptions } from "./translation.ts";
+
+const NOW = Date.parse("2030-01-01T00:00:00Z");
+const NEVER: InspectCertificate = () => ({ ok: false, reason: "not in this test" });
+const OPTIONS: TranslateOptions = { now: NOW, inspectCertificate: NEVER };
+
+const GOOD_INGRESS: Ingress = {
+  metadata: { namespace: "good", name: "web", creationTimestamp: "2024-01-01T00:00:00Z" },
+  spec: {
+    ingressClassName: "sluice",
+    rules: [{
+      host: "good.test",
+      http: {
+        paths: [{
+          path: "/",
+          pathType: "Prefix",
+          backend: { service: { name: "web", port: { number: 80 } } },
+        }],
+      },
+    }],
+  },
+};
+
+const GOOD = {
+  ingresses: [GOOD_INGRESS],
+  ingressClasses: [{
+    metadata: { name: "sluice" },
+    spec: { controller: "sluice.dev/ingress-controller" },
+  }],
+  services: [{ metadata: { namespace: "good", name: "web" }, spec: { ports: [{ port: 80 }] } }],
+  endpointSlices: [{
+    metadata: { namespace: "good", name: "web-1", labels: { "kubernetes.io/service-name": "web" } },
+    addressType: "IPv4",
+    ports: [{ port: 80 }],
+    endpoints: [{ addresses: ["10.0.0.1"] }],
+  }],
+  secrets: [],
+} satisfies ClusterObjects;
+
+function random(seed: number): () => number {
+  let state = (seed * 2654435761) >>> 0 || 1;
+  return () => {
+    state ^= state << 13;
+    state >>>= 0;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    state >>>= 0;
+    return state / 0x1_0000_0000;
+  };
+}
+
+const KEYS = [
+  "metadata",
+  "spec",
+  "rules",
+  "host",
+  "http",
+  "paths",
+  "path",
+  "pathType",
+  "backend",
+  "service",
+  "name",
+  "port",
+  "number",
+  "tls",
+  "hosts",
+  "secretName",
+  "defaultBackend",
+  "ingressClassName",
+  "namespace",
+  "annotations",
+  "creationTimestamp",
+  "ports",
+  "endpoints",
+  "addresses",
+  "conditions",
+  "ready",
+  "serving",
+  "terminating",
+  "data",
+  "stringData",
+  "tls.crt",
+  "tls.key",
+  "resource",
+  "kind",
+  "labels",
+  "addressType",
+  "type",
+  "externalName",
+  "targetPort",
+  "controller",
+  "__proto__",
+  "toString",
+];
+const STRINGS = [
+  "",
+  "/",
+  "/a",
+  "a",
+  "Exact",
+  "Prefix",
+  "ImplementationSpecific",
+  "sluice",
+  "a.test",
+  "*.a.test",
+  "*",
+  "web",
+  "http",
+  "IPv4",
+  "IPv6",
+  "ExternalName",
+  "kubernetes.io/service-name",
+  "g",
+  "%%%",
+  "-----BEGIN CERTIFICATE-----",
+  "2000-01-01T00:00:00Z",
+  "true",
+  "10.0.0.9",
+  "fd00::9",
+];
+
+function garbage(next: () => number, depth: number): unknown {
+  const roll = next();
+  if (depth <= 0 || roll < 0.3) {
+    const scalars = [null, undefined, 0, -1, 80, 70000, 1.5, NaN, true, false];
+    return next() < 0.5
+      ? scalars[Math.floor(next() * scalars.length)]
+      : STRINGS[Math.floor(next() * STRINGS.length)];
+  }
+  if (roll < 0.5) {
+    return Array.from({ length: Math.floor(next() * 4) }, () => garbage(next, depth - 1));
+  }
+  const object: Record<string, unknown> = {};
+  for (let i = Math.floor(next() * 5); i > 0; i--) {
+    Object.defineProperty(object, KEYS[Math.floor(next() * KEYS.length)]!, {
+      value: garbage(next, depth - 1),
+      enumerable: true,
+      configurable: true,
+      writable: true,
+    });
+  }
+  return object;
+}
+
+function garbageIngress(next: () => number, i: number): unknown {
+  if (next() < 0.2) return garbage(next, 3);
+  const spec = garbage(next, 5);
+  if (spec !== null && typeof spec === "object" && !Array.isArray(spec) && next() < 0.8) {
+    (spec as Record<string, unknown>).ingressClassName = "sluice";
+  }
+  return {
+    metadata: { namespace: "g", name: `g${i}`, creationTimestamp: "2000-01-01T00:00:00Z" },
+    spec,
+  };
+}
+
+Deno.test("translate() never throws and keeps a good Ingress's routes beside random garbage (300 seeds)", () => {
+  const inspectCertificate: InspectCertificate = (pems) => {
+    if (pems.certPem === "-----BEGIN CERTIFICATE-----") throw new Error("inspector exploded");
+    return {
+      ok: true,
+      notBefore: "2024-01-01T00:00:00Z",
+      notAfter: "2124-01-01T00:00:00Z",
+      dnsNames: [],
+      fingerprint: "f",
+    };
+  };
+  for (let seed = 1; seed <= 300; seed++) {
+    const next = random(seed);
+    const many = (make: (i: number) => unknown) =>
+      Array.from({ length: 1 + Math.floor(next() * 6) }, (_, i) => make(i));
+    const objects = {
+      ingresses: [...GOOD.ingresses, ...many((i) => garbageIngress(next, i))],
+      ingressClasses: [...GOOD.ingressClasses, ...many(() => garbage(next, 3))],
+      services: [
+        ...GOOD.services,
+        ...many(() => ({ metadata: { namespace: "g", name: "web" }, spec: garbage(next, 4) })),
+      ],
+      endpointSlices: [...GOOD.endpointSlices, ...many(() => garbage(next, 5))],
+      secrets: many(() => ({
+        metadata: { namespace: "g", name: "s" },
+        data: garbage(next, 2),
+        stringData: garbage(next, 2),
+      })),
+    } as ClusterObjects;
+    const options = {
+      ...OPTIONS,
+      inspectCertificate,
+      defaultBackendService: next() < 0.5 ? "g/web" : "garbage",
+      defaultSslCertificate: "g/s",
+    };
+    const translation = translate(objects, options);
+    const match = compileRouteTable(translation).lookup("good.test", "/x");
+    assertEquals(match?.backend.key, "good/web:80", `seed ${seed}`);
+    assertEquals(match?.backend.endpoints, [{ address: "10.0.0.1", port: 80 }], `seed ${seed}`);
+    assertEquals(
+      JSON.parse(JSON.stringify(translation)),
+      structuredClone(translation),
+      `seed ${seed}`,
+    );
+  }
+});
+
+Deno.test("translate() reads objects from any iterable and skips non-objects", () => {
+  const ingresses = new Map<string, Ingress>([["good/web", GOOD_INGRESS]]);
+  const translation = translate({
+    ...GOOD,
+    ingresses: [null, 5, "x", ...ingresses.values()] as Iterable<Ingress>,
+  }, OPTIONS);
+  assertEquals(translation.routes.map((r) => r.ingress), ["good/web"]);
+  assertEquals(translation.issues, []);
+});
+
+Deno.test("translate() inspects each referenced Secret once per translation", () => {
+  let calls = 0;
+  const inspectCertificate: InspectCertificate = () => {
+    calls++;
+    return {
+      ok: true,
+      notBefore: "2024-01-01T00:00:00Z",
+      notAfter: "2124-01-01T00:00:00Z",
+      dnsNames: [],
+      fingerprint: "f",
+    };
+  };
+  const ingress = (name: string): Ingress => ({
+    metadata: { namespace: "good", name },
+    spec: { ingressClassName: "sluice", tls: [{ hosts: [`${name}.test`], secretName: "tls" }] },
+  });
+  const translation = translate({
+    ...GOOD,
+    ingresses: [ingress("a"), ingress("b"), ingress("c")],
+    secrets: [{
+      metadata: { namespace: "good", name: "tls" },
+      stringData: { "tls.crt": "c", "tls.key": "k" },
+    }],
+  }, { ...OPTIONS, inspectCertificate, defaultSslCertificate: "good/tls" });
+  assertEquals(calls, 1);
+  assertEquals(translation.certificates.map((c) => [c.secret, c.hosts]), [["good/tls", [
+    "a.test",
+    "b.test",
+    "c.test",
+  ]]]);
+  assertEquals(translation.defaultCertificate?.secret, "good/tls");
+});
+
+Deno.test("translate() reports an inspector that throws instead of throwing itself", () => {
+  const translation = translate({
+    ...GOOD,
+    ingresses: [{
+      metadata: { namespace: "good", name: "a" },
+      spec: { ingressClassName: "sluice", tls: [{ hosts: ["a.test"], secretName: "tls" }] },
+    }],
+    secrets: [{
+      metadata: { namespace: "good", name: "tls" },
+      stringData: { "tls.crt": "c", "tls.key": "k" },
+    }],
+  }, {
+    ...OPTIONS,
+    inspectCertificate: () => {
+      throw new Error("boom");
+    },
+  });
+  assertEquals(
+    translation.issues.filter((i) => i.field.startsWith("spec.tls")).map((i) => i.message),
+    [
+      'Cannot use TLS Secret "good/tls": the certificate could not be inspected (boom); the default certificate is served instead',
+    ],
+  );
+  assertEquals(translation.tlsHosts, ["a.test"]);
+});
+
+Deno.test("translate() gives the same output for the same input", () => {
+  const first = JSON.stringify(translate(GOOD, OPTIONS));
+  assertEquals(JSON.stringify(translate(structuredClone(GOOD), OPTIONS)), first);
+  assert(first.includes('"good/web:80"'));
+});

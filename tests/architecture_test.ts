@@ -1,0 +1,202 @@
+/**
+ * Import rules for the pure core: nothing in `lib/translate/` or
+ * `lib/routing/` touches I/O, the clock, randomness or outside packages.
+ *
+ * - Imports must be relative and stay inside `lib/translate/` and
+ *   `lib/routing/`, except type-only imports of `lib/k8s/objects.ts`.
+ *   No `node:`, `npm:`, `jsr:`, URL or bare specifiers; no dynamic `import()`.
+ * - Code (comments and string literals removed) must not use `Deno`,
+ *   `fetch(`, `Date.now(`, `new Date()`, `performance.now(`, `Math.random(`,
+ *   `setTimeout(`, `setInterval(` or `console`.
+ *
+ * Tests and benchmarks beside the code (`*_test.ts`, `*_bench.ts`) are exempt:
+ * they read fixtures and measure time.
+ *
+ * @module
+ */
+
+import { assertEquals } from "./support/assert.ts";
+
+const ROOT = new URL("../", import.meta.url);
+const PURE_FOLDERS = ["lib/translate/", "lib/routing/"];
+const TYPE_ONLY_ALLOWED = ["lib/k8s/objects.ts"];
+
+/** Replaces comments and the contents of string and template literals with spaces. */
+export function stripCommentsAndStrings(source: string): string {
+  let out = "";
+  let i = 0;
+  const templateDepth: number[] = []; // brace depth at which each open template's `${` began
+  let braces = 0;
+  const blank = (text: string) => text.replace(/[^\n]/g, " ");
+  while (i < source.length) {
+    const c = source[i]!;
+    const next = source[i + 1];
+    if (c === "/" && next === "/") {
+      const end = source.indexOf("\n", i);
+      const stop = end < 0 ? source.length : end;
+      out += blank(source.slice(i, stop));
+      i = stop;
+    } else if (c === "/" && next === "*") {
+      const end = source.indexOf("*/", i + 2);
+      const stop = end < 0 ? source.length : end + 2;
+      out += blank(source.slice(i, stop));
+      i = stop;
+    } else if (c === '"' || c === "'") {
+      let j = i + 1;
+      while (j < source.length && source[j] !== c && source[j] !== "\n") {
+        j += source[j] === "\\" ? 2 : 1;
+      }
+      out += c + blank(source.slice(i + 1, j)) + c;
+      i = j + 1;
+    } else if (c === "`" || (c === "}" && templateDepth.at(-1) === braces)) {
+      // Template text runs until the closing backtick or the next `${`.
+      if (c === "}") {
+        templateDepth.pop();
+      }
+      let j = i + 1;
+      while (
+        j < source.length && source[j] !== "`" && !(source[j] === "$" && source[j + 1] === "{")
+      ) {
+        j += source[j] === "\\" ? 2 : 1;
+      }
+      out += c + blank(source.slice(i + 1, j));
+      if (source[j] === "$") {
+        templateDepth.push(braces);
+        out += "${";
+        i = j + 2;
+      } else {
+        out += "`";
+        i = j + 1;
+      }
+    } else {
+      if (c === "{") braces++;
+      if (c === "}") braces--;
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** One static import or re-export. */
+interface ImportStatement {
+  readonly specifier: string;
+  readonly typeOnly: boolean;
+}
+
+/** Finds `import … from "x"`, `import "x"`, `export … from "x"` statements. */
+export function findImports(source: string): ImportStatement[] {
+  const imports: ImportStatement[] = [];
+  const pattern =
+    /(?:^|[;}\n])\s*(import|export)\s+(type\s+)?([^;'"`]*?)\s*\bfrom\s*(["'])([^"']+)\4/g;
+  for (const match of source.matchAll(pattern)) {
+    const clause = match[3] ?? "";
+    const named = /^\{([\s\S]*)\}$/.exec(clause.trim());
+    const allNamedAreTypes = named !== null &&
+      named[1]!.split(",").map((s) => s.trim()).filter((s) => s !== "").every((s) =>
+        s.startsWith("type ")
+      );
+    imports.push({ specifier: match[5]!, typeOnly: match[2] !== undefined || allNamedAreTypes });
+  }
+  for (const match of source.matchAll(/(?:^|[;\n])\s*import\s*(["'])([^"']+)\1/g)) {
+    imports.push({ specifier: match[2]!, typeOnly: false });
+  }
+  return imports;
+}
+
+const FORBIDDEN_CODE: [RegExp, string][] = [
+  [/\bDeno\b/, "Deno APIs"],
+  [/\bfetch\s*\(/, "fetch("],
+  [/\bimport\s*\(/, "dynamic import()"],
+  [/\bDate\.now\s*\(/, "Date.now() (pass `now` in)"],
+  [/\bnew\s+Date\s*\(\s*\)/, "new Date() (pass `now` in)"],
+  [/\bperformance\.now\s*\(/, "performance.now()"],
+  [/\bMath\.random\s*\(/, "Math.random()"],
+  [/\bset(?:Timeout|Interval)\s*\(/, "timers"],
+  [/\bconsole\b/, "console"],
+];
+
+/** Checks one file's source; `path` is relative to the repository root. Returns violations. */
+export function checkSource(path: string, source: string): string[] {
+  const problems: string[] = [];
+  for (const { specifier, typeOnly } of findImports(source)) {
+    if (!specifier.startsWith("./") && !specifier.startsWith("../")) {
+      problems.push(`${path}: imports "${specifier}" (only relative imports are allowed)`);
+      continue;
+    }
+    const target = new URL(specifier, new URL(path, "file:///repo/")).pathname.replace(
+      /^\/repo\//,
+      "",
+    );
+    if (PURE_FOLDERS.some((folder) => target.startsWith(folder))) continue;
+    if (TYPE_ONLY_ALLOWED.includes(target) && typeOnly) continue;
+    problems.push(
+      `${path}: imports "${specifier}" (${target})` +
+        (TYPE_ONLY_ALLOWED.includes(target)
+          ? " without `import type`"
+          : ", outside the pure folders"),
+    );
+  }
+  const code = stripCommentsAndStrings(source);
+  for (const [pattern, what] of FORBIDDEN_CODE) {
+    const match = pattern.exec(code);
+    if (match !== null) {
+      const line = code.slice(0, match.index).split("\n").length;
+      problems.push(`${path}:${line}: uses ${what}`);
+    }
+  }
+  return problems;
+}
+
+function listSources(folder: string): string[] {
+  const files: string[] = [];
+  for (const entry of Deno.readDirSync(new URL(folder, ROOT))) {
+    const path = `${folder}${entry.name}`;
+    if (entry.isDirectory) files.push(...listSources(`${path}/`));
+    else if (entry.isFile && path.endsWith(".ts") && !/_(test|bench)\.ts$/.test(path)) {
+      files.push(path);
+    }
+  }
+  return files.sort();
+}
+
+Deno.test("nothing in lib/translate/ or lib/routing/ imports I/O, clocks or packages", () => {
+  const files = PURE_FOLDERS.flatMap(listSources);
+  const problems = files.flatMap((path) =>
+    checkSource(path, Deno.readTextFileSync(new URL(path, ROOT)))
+  );
+  assertEquals(problems, []);
+  assertEquals(files.includes("lib/translate/translate.ts"), true);
+  assertEquals(files.includes("lib/routing/route_table.ts"), true);
+});
+
+Deno.test("checkSource() catches each forbidden import and use", () => {
+  const cases: [string, string, number][] = [
+    ['import { X509Certificate } from "node:crypto";', "lib/translate/x.ts", 1],
+    ['import yaml from "npm:yaml@2";', "lib/translate/x.ts", 1],
+    ['import { parse } from "yaml";', "lib/routing/x.ts", 1],
+    ['import type { Ingress } from "../k8s/objects.ts";', "lib/translate/x.ts", 0],
+    ['import { type Ingress, type Service } from "../k8s/objects.ts";', "lib/translate/x.ts", 0],
+    ['import { Ingress } from "../k8s/objects.ts";', "lib/translate/x.ts", 1],
+    ['export * from "../tls/certificate_inspector.ts";', "lib/routing/x.ts", 1],
+    ['import "../proxy/handler.ts";', "lib/routing/x.ts", 1],
+    ['import { translate } from "../translate/translate.ts";', "lib/routing/x.ts", 0],
+    ["const t = Deno.readTextFileSync(p);", "lib/routing/x.ts", 1],
+    ["const r = await fetch (url);", "lib/routing/x.ts", 1],
+    ["const m = await import('./x.ts');", "lib/routing/x.ts", 1],
+    ["const now = Date.now();", "lib/translate/x.ts", 1],
+    ["const now = new Date();", "lib/translate/x.ts", 1],
+    ["const at = new Date(ms);", "lib/translate/x.ts", 0],
+    ["console.log(1);", "lib/translate/x.ts", 1],
+    [
+      "// Deno.exit() and fetch() in a comment\nconst s = 'Deno.env'; const t = `fetch(${1})`;",
+      "lib/translate/x.ts",
+      0,
+    ],
+    ["const t = `${Deno.pid}`;", "lib/translate/x.ts", 1],
+    ["const o = { a: `x${`y${1}`}` }; Math.random();", "lib/translate/x.ts", 1],
+  ];
+  for (const [source, path, count] of cases) {
+    assertEquals(checkSource(path, source).length, count, source);
+  }
+});
