@@ -1,7 +1,6 @@
-import { assert, assertEquals } from "../support/assert.ts";
-import { KubeApiError, type KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
+import { assertEquals } from "../support/assert.ts";
+import { KubeApiError, type KubeObject } from "../../lib/k8s/kube_client.ts";
 import {
-  CLUSTER_ROLE_BINDINGS,
   ENDPOINT_SLICES,
   EVENTS,
   INGRESS_CLASSES,
@@ -12,49 +11,9 @@ import {
   SERVICE_ACCOUNTS,
   SERVICES,
 } from "../../lib/k8s/resources.ts";
-import { adminClient, clientWithToken, freshNamespace } from "../support/kube.ts";
-import { apply, readManifest } from "../support/manifests.ts";
+import { controllerIdentity } from "../support/controller_identity.ts";
+import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor } from "../support/wait.ts";
-
-/** Creates ServiceAccount `sluice` in `ns`, bound only to the manifests' roles, and returns a client using its token. */
-async function controllerIdentity(admin: KubeClient, ns: string) {
-  await admin.create(SERVICE_ACCOUNTS, { namespace: ns }, {
-    apiVersion: "v1",
-    kind: "ServiceAccount",
-    metadata: { name: "sluice" },
-  });
-  const [clusterRole] = await readManifest("cluster_role.yaml");
-  const [role] = await readManifest("role.yaml");
-  assert(clusterRole !== undefined && role !== undefined);
-  // The ClusterRole exactly as shipped; the binding points it at this test's ServiceAccount.
-  await apply(admin, clusterRole);
-  await admin.create(CLUSTER_ROLE_BINDINGS, {}, {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "ClusterRoleBinding",
-    metadata: { name: `sluice-${ns}` },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "sluice" },
-    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
-  });
-  await apply(admin, role, { namespace: ns });
-  const [roleBinding] = await readManifest("role_binding.yaml");
-  assert(roleBinding !== undefined);
-  await apply(admin, {
-    ...roleBinding,
-    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
-  }, { namespace: ns });
-
-  const request = await admin.create<{ status: { token: string } }>(
-    SERVICE_ACCOUNTS,
-    { namespace: ns, name: "sluice", subresource: "token" },
-    {
-      apiVersion: "authentication.k8s.io/v1",
-      kind: "TokenRequest",
-      spec: { expirationSeconds: 600 },
-    },
-  );
-  assert(request.status.token.length > 100, "a signed ServiceAccount token");
-  return await clientWithToken(request.status.token);
-}
 
 async function status(call: () => Promise<unknown>): Promise<number> {
   try {
@@ -173,8 +132,7 @@ Deno.test("the ClusterRole in manifests/ allows what the controller needs and de
     });
     assertEquals(written.status, { loadBalancer: { ingress: [{ ip: "192.0.2.10" }] } });
   } finally {
-    await admin.client.delete(CLUSTER_ROLE_BINDINGS, { name: `sluice-${ns}` });
-    sa.access.close();
+    await sa.cleanup();
     admin.access.close();
   }
 });

@@ -1,0 +1,17 @@
+/**
+ * Timers as an injectable effect of the publish components, and the system's.
+ *
+ * @module
+ */
+
+/** `setTimeout`/`clearTimeout`, injectable for tests. Ids are opaque. */
+export interface Timers {
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(id: unknown): void;
+}
+
+/** The global timers. */
+export const SYSTEM_TIMERS: Timers = Object.freeze({
+  setTimeout: (callback: () => void, ms: number): unknown => setTimeout(callback, ms),
+  clearTimeout: (id: unknown): void => clearTimeout(id as number),
+});

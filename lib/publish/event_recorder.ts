@@ -1,0 +1,321 @@
+/**
+ * Kubernetes Events for the issues the routing model reports: one Warning
+ * Event (core v1, reason {@linkcode ISSUE_REASON}) on the object an issue
+ * names, once per issue — the same object, field and message — however many
+ * rebuilds report it. An issue that disappears and comes back is reported
+ * again. Issues that name no Kubernetes object (`kind: "Option"`, a command
+ * line option) are left to the logs.
+ *
+ * Only the leader records; a replica that becomes leader reports the issues
+ * still present that it has not reported itself (the previous leader may
+ * have, so an issue can be reported twice around a failover). Memory is
+ * bounded by the issues currently present, capped at `maxTracked`.
+ * Failures are logged and retried on a later call, never thrown.
+ *
+ * One reason for all issues keeps it simple: the message says what is wrong
+ * and the field where. Knows nothing of how issues are found.
+ *
+ * @module
+ */
+import type { KubeClient } from "../k8s/kube_client.ts";
+import { EVENTS } from "../k8s/resources.ts";
+import { componentLogger, type Logger } from "../log/logging.ts";
+import type { Issue } from "../translate/issues.ts";
+
+/** The `reason` of every Event Sluice records for an issue. */
+export const ISSUE_REASON = "RoutingIssue";
+/** `source.component` of our Events. */
+export const EVENT_SOURCE_COMPONENT = "sluice";
+/** `reportingComponent` (the `reportingController` of events.k8s.io) of our Events. */
+export const EVENT_REPORTING_CONTROLLER = "sluice.dev/ingress-controller";
+
+/** `apiVersion` of the kinds issues name; other kinds get no Event. */
+const API_VERSIONS: Readonly<Record<string, string>> = {
+  Ingress: "networking.k8s.io/v1",
+  IngressClass: "networking.k8s.io/v1",
+  Service: "v1",
+  Secret: "v1",
+  EndpointSlice: "discovery.k8s.io/v1",
+};
+
+/** What is known of the object an issue names, to fill `involvedObject`. */
+export interface ObjectIdentity {
+  readonly uid?: string | undefined;
+  readonly resourceVersion?: string | undefined;
+}
+
+/** Finds the current uid and resourceVersion of an object, if it exists (e.g. in the store). */
+export type LookupObject = (
+  ref: { readonly kind: string; readonly namespace: string; readonly name: string },
+) => ObjectIdentity | undefined;
+
+/** A core v1 Event, as sent. */
+export interface CoreEvent {
+  readonly apiVersion: "v1";
+  readonly kind: "Event";
+  readonly metadata: { readonly name: string; readonly namespace: string };
+  readonly involvedObject: {
+    readonly apiVersion: string;
+    readonly kind: string;
+    readonly namespace?: string;
+    readonly name: string;
+    readonly uid?: string;
+    readonly resourceVersion?: string;
+  };
+  readonly reason: string;
+  readonly message: string;
+  readonly type: "Warning";
+  readonly source: { readonly component: string };
+  readonly reportingComponent: string;
+  readonly reportingInstance?: string;
+  readonly firstTimestamp: string;
+  readonly lastTimestamp: string;
+  readonly count: 1;
+}
+
+/** Identifies an issue: object, field and message. */
+export function issueKey(issue: Issue): string {
+  return JSON.stringify([issue.kind, issue.namespace, issue.name, issue.field, issue.message]);
+}
+
+/** Whether an Event can be recorded for `issue`: it names an object of a known kind. */
+export function isRecordable(issue: Issue): boolean {
+  return API_VERSIONS[issue.kind] !== undefined && issue.name !== "";
+}
+
+/** The longest message the API accepts for an Event note. */
+const MESSAGE_LIMIT = 1024;
+
+/**
+ * The Event for one issue; `undefined` when the issue names no object.
+ * The name is `<object name>.<suffix>` like client-go's; cluster-scoped objects'
+ * Events go to namespace `default`, as the API requires.
+ */
+export function eventForIssue(
+  issue: Issue,
+  options: {
+    readonly suffix: string;
+    /** Wall-clock time, ms since the epoch. */
+    readonly now: number;
+    readonly identity?: ObjectIdentity | undefined;
+    readonly reportingInstance?: string | undefined;
+  },
+): CoreEvent | undefined {
+  const apiVersion = API_VERSIONS[issue.kind];
+  if (apiVersion === undefined || issue.name === "") return undefined;
+  const text = issue.field !== "" ? `${issue.field}: ${issue.message}` : issue.message;
+  const message = text.length > MESSAGE_LIMIT ? `${text.slice(0, MESSAGE_LIMIT - 1)}…` : text;
+  const timestamp = new Date(Math.floor(options.now / 1000) * 1000).toISOString().replace(
+    ".000Z",
+    "Z",
+  );
+  const name = `${issue.name.slice(0, 253 - options.suffix.length - 1)}.${options.suffix}`;
+  return {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { name, namespace: issue.namespace !== "" ? issue.namespace : "default" },
+    involvedObject: {
+      apiVersion,
+      kind: issue.kind,
+      ...(issue.namespace !== "" && { namespace: issue.namespace }),
+      name: issue.name,
+      ...(options.identity?.uid && { uid: options.identity.uid }),
+      ...(options.identity?.resourceVersion &&
+        { resourceVersion: options.identity.resourceVersion }),
+    },
+    reason: ISSUE_REASON,
+    message,
+    type: "Warning",
+    source: { component: EVENT_SOURCE_COMPONENT },
+    reportingComponent: EVENT_REPORTING_CONTROLLER,
+    ...(options.reportingInstance && {
+      reportingInstance: options.reportingInstance.slice(0, 128),
+    }),
+    firstTimestamp: timestamp,
+    lastTimestamp: timestamp,
+    count: 1,
+  };
+}
+
+/** The requests the recorder makes; a {@linkcode KubeClient} fits. */
+export type EventClient = Pick<KubeClient, "create">;
+
+/** Options of {@linkcode EventRecorder}. */
+export interface EventRecorderOptions {
+  readonly client: EventClient;
+  /** Asked right before every Event is created. */
+  readonly isLeader: () => boolean;
+  /** uid and resourceVersion of the object an issue names, if known. */
+  readonly lookup?: LookupObject;
+  /** `reportingInstance` of our Events, e.g. the leader-election identity. */
+  readonly reportingInstance?: string;
+  /** Most issues remembered at once; issues beyond it (in sorted order) get no Event. Default 10,000. */
+  readonly maxTracked?: number;
+  /** Events being created at once. Default 4. */
+  readonly concurrency?: number;
+  /** Wall clock, ms since the epoch. Default `Date.now`. */
+  readonly wallClock?: () => number;
+  /** 16 random hex digits for Event names. Default from `crypto.getRandomValues`. */
+  readonly randomSuffix?: () => string;
+  /** Default: the `events` component logger. */
+  readonly logger?: Logger;
+}
+
+/** What one {@linkcode EventRecorder.record} call did. */
+export interface RecordResult {
+  readonly created: number;
+  readonly failed: number;
+}
+
+function randomHex(): string {
+  return Array.from(
+    crypto.getRandomValues(new Uint8Array(8)),
+    (b) => b.toString(16).padStart(2, "0"),
+  ).join("");
+}
+
+/**
+ * Turns the issues of each rebuild into Events, once per issue. Call
+ * {@linkcode EventRecorder.record} with the complete list of current issues
+ * after every rebuild (and when leadership is gained).
+ */
+export class EventRecorder {
+  readonly #client: EventClient;
+  readonly #isLeader: () => boolean;
+  readonly #lookup: LookupObject | undefined;
+  readonly #reportingInstance: string | undefined;
+  readonly #maxTracked: number;
+  readonly #concurrency: number;
+  readonly #wallClock: () => number;
+  readonly #randomSuffix: () => string;
+  readonly #logger: Logger;
+
+  /** Current issues, by {@linkcode issueKey}: whether an Event was created (or is being created). */
+  #current = new Map<string, boolean>();
+  readonly #inFlight = new Set<Promise<unknown>>();
+  #lastIssues: readonly Issue[] = [];
+  #overflowReported = false;
+  #closed = false;
+
+  constructor(options: EventRecorderOptions) {
+    this.#client = options.client;
+    this.#isLeader = options.isLeader;
+    this.#lookup = options.lookup;
+    this.#reportingInstance = options.reportingInstance;
+    this.#maxTracked = options.maxTracked ?? 10_000;
+    this.#concurrency = Math.max(1, options.concurrency ?? 4);
+    this.#wallClock = options.wallClock ?? Date.now;
+    this.#randomSuffix = options.randomSuffix ?? randomHex;
+    this.#logger = options.logger ?? componentLogger("events");
+  }
+
+  /** Issues currently remembered (for tests and metrics). */
+  get tracked(): number {
+    return this.#current.size;
+  }
+
+  /**
+   * Takes the complete list of current issues: forgets those gone, and, when
+   * leading, creates an Event for each not reported yet. Resolves when those
+   * Events are written; never rejects.
+   */
+  record(issues: readonly Issue[]): Promise<RecordResult> {
+    if (this.#closed) return Promise.resolve({ created: 0, failed: 0 });
+    this.#lastIssues = issues;
+    const byKey = new Map<string, Issue>();
+    for (const issue of issues) {
+      if (isRecordable(issue)) byKey.set(issueKey(issue), issue);
+    }
+    let keys = [...byKey.keys()];
+    if (keys.length > this.#maxTracked) {
+      keys = keys.sort().slice(0, this.#maxTracked);
+      if (!this.#overflowReported) {
+        this.#logger.warn("Cannot record Events for {count} issues: at most {max} are tracked", {
+          count: byKey.size - this.#maxTracked,
+          max: this.#maxTracked,
+        });
+      }
+      this.#overflowReported = true;
+    } else this.#overflowReported = false;
+    const next = new Map<string, boolean>();
+    for (const key of keys) next.set(key, this.#current.get(key) ?? false);
+    this.#current = next;
+
+    if (!this.#isLeader()) return Promise.resolve({ created: 0, failed: 0 });
+    const todo: [string, Issue][] = [];
+    for (const [key, reported] of next) {
+      if (!reported) {
+        next.set(key, true); // claimed now, so an overlapping call does not report it too
+        todo.push([key, byKey.get(key)!]);
+      }
+    }
+    if (todo.length === 0) return Promise.resolve({ created: 0, failed: 0 });
+    const work = this.#create(todo);
+    this.#inFlight.add(work);
+    return work.finally(() => this.#inFlight.delete(work));
+  }
+
+  /** Runs {@linkcode EventRecorder.record} again with the last issues (for example when leadership is gained). */
+  resync(): Promise<RecordResult> {
+    return this.record(this.#lastIssues);
+  }
+
+  /** Stops recording and waits for Events in flight. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#inFlight);
+  }
+
+  async #create(todo: [string, Issue][]): Promise<RecordResult> {
+    const result = { created: 0, failed: 0 };
+    const worker = async () => {
+      for (let item = todo.shift(); item !== undefined; item = todo.shift()) {
+        const [key, issue] = item;
+        if (this.#closed || !this.#isLeader()) {
+          // Not reported after all: the next leader-time call picks it up.
+          for (const [k] of [item, ...todo]) {
+            if (this.#current.has(k)) this.#current.set(k, false);
+          }
+          todo.length = 0;
+          return;
+        }
+        const ok = await this.#createOne(issue);
+        if (ok) result.created++;
+        else {
+          result.failed++;
+          if (this.#current.has(key)) this.#current.set(key, false);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, todo.length) }, worker));
+    return result;
+  }
+
+  async #createOne(issue: Issue): Promise<boolean> {
+    let identity: ObjectIdentity | undefined;
+    try {
+      identity = this.#lookup?.({ kind: issue.kind, namespace: issue.namespace, name: issue.name });
+    } catch {
+      identity = undefined;
+    }
+    const event = eventForIssue(issue, {
+      suffix: this.#randomSuffix(),
+      now: this.#wallClock(),
+      identity,
+      reportingInstance: this.#reportingInstance,
+    });
+    if (event === undefined) return true;
+    try {
+      await this.#client.create(EVENTS, { namespace: event.metadata.namespace }, event);
+      return true;
+    } catch (error) {
+      this.#logger.warn("Cannot record an Event for {kind} {namespace}/{name}: {error}", {
+        kind: issue.kind,
+        namespace: issue.namespace,
+        name: issue.name,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return false;
+    }
+  }
+}

@@ -1,0 +1,252 @@
+import { assertEquals } from "../../tests/support/assert.ts";
+import { KubeApiError } from "../k8s/kube_client.ts";
+import type { Ingress } from "../k8s/objects.ts";
+import {
+  desiredAddresses,
+  isIpAddress,
+  planStatus,
+  type StatusClient,
+  StatusWriter,
+} from "./status_writer.ts";
+
+function ingress(
+  key: string,
+  addresses: { ip?: string; hostname?: string }[] = [],
+  resourceVersion = "1",
+): Ingress {
+  const [namespace, name] = key.split("/");
+  return {
+    metadata: { namespace: namespace!, name: name!, resourceVersion },
+    status: { loadBalancer: addresses.length > 0 ? { ingress: addresses } : {} },
+  };
+}
+
+Deno.test("isIpAddress() tells IPv4 and IPv6 addresses from host names", () => {
+  const cases: [string, boolean][] = [
+    ["192.0.2.10", true],
+    ["2001:db8::1", true],
+    ["::1", true],
+    ["256.1.1.1", false],
+    ["lb.example.com", false],
+    ["10.0.0", false],
+  ];
+  assertEquals(cases.map(([v]) => [v, isIpAddress(v)]), cases);
+});
+
+Deno.test("desiredAddresses() turns status addresses into sorted ip and hostname entries", () => {
+  assertEquals(
+    desiredAddresses({ addresses: ["lb.example.com", " 192.0.2.2", "192.0.2.1", "192.0.2.1", ""] }),
+    [{ ip: "192.0.2.1" }, { ip: "192.0.2.2" }, { hostname: "lb.example.com" }],
+  );
+});
+
+Deno.test("desiredAddresses() prefers status addresses over the publish Service", () => {
+  assertEquals(
+    desiredAddresses({ addresses: ["192.0.2.1"], service: { spec: { clusterIP: "10.0.0.1" } } }),
+    [{ ip: "192.0.2.1" }],
+  );
+});
+
+Deno.test("desiredAddresses() takes the Service's load-balancer status before its cluster IPs", () => {
+  assertEquals(
+    desiredAddresses({
+      service: {
+        spec: { type: "LoadBalancer", clusterIP: "10.0.0.1" },
+        status: {
+          loadBalancer: {
+            ingress: [{ hostname: "a.elb.example" }, { ip: "203.0.113.5", ports: [{ port: 80 }] }],
+          },
+        },
+      },
+    }),
+    [{ ip: "203.0.113.5" }, { hostname: "a.elb.example" }],
+  );
+  assertEquals(
+    desiredAddresses({
+      service: { spec: { clusterIP: "10.0.0.1", clusterIPs: ["10.0.0.1", "fd00::1"] } },
+    }),
+    [{ ip: "10.0.0.1" }, { ip: "fd00::1" }],
+  );
+  assertEquals(desiredAddresses({ service: { spec: { clusterIP: "None" } } }), []);
+  assertEquals(
+    desiredAddresses({ service: { spec: { type: "ExternalName", externalName: "x.example" } } }),
+    [{ hostname: "x.example" }],
+  );
+});
+
+Deno.test("desiredAddresses() is undefined without a source or while the Service is missing", () => {
+  assertEquals(desiredAddresses({}), undefined);
+  assertEquals(desiredAddresses({ addresses: [], service: undefined }), undefined);
+});
+
+Deno.test("planStatus() writes only ours that differ and clears others carrying our addresses", () => {
+  const desired = [{ ip: "192.0.2.1" }, { hostname: "lb.example.com" }];
+  const actions = planStatus({
+    ingresses: [
+      ingress("a/same", [{ hostname: "lb.example.com" }, { ip: "192.0.2.1" }]),
+      ingress("a/empty"),
+      ingress("a/other", [{ ip: "198.51.100.1" }]),
+      ingress("b/left", [{ ip: "192.0.2.1" }, { hostname: "lb.example.com" }], "7"),
+      ingress("b/foreign", [{ ip: "198.51.100.1" }]),
+      ingress("b/remembered", [{ ip: "192.0.2.99" }]),
+      ingress("b/none"),
+    ],
+    owned: new Set(["a/same", "a/empty", "a/other"]),
+    desired,
+    written: new Map([["b/remembered", "ip:192.0.2.99"]]),
+  });
+  assertEquals(actions.map((a) => [a.kind, a.key, a.resourceVersion]), [
+    ["write", "a/empty", "1"],
+    ["write", "a/other", "1"],
+    ["clear", "b/left", "7"],
+    ["clear", "b/remembered", "1"],
+  ]);
+});
+
+Deno.test("planStatus() plans nothing while the desired addresses are unknown", () => {
+  assertEquals(
+    planStatus({ ingresses: [ingress("a/x")], owned: new Set(["a/x"]), desired: undefined }),
+    [],
+  );
+});
+
+/** A client that records status patches and answers from a table of outcomes. */
+function recordingClient(fail: (name: string) => KubeApiError | undefined = () => undefined) {
+  const patches: { name: string; body: unknown }[] = [];
+  const client: StatusClient = {
+    patch<T>(_r: unknown, at: { name?: string | undefined }, body: unknown): Promise<T> {
+      patches.push({ name: at.name ?? "", body });
+      const error = fail(at.name ?? "");
+      if (error !== undefined) return Promise.reject(error);
+      return Promise.resolve({ metadata: { resourceVersion: "99" } } as T);
+    },
+  } as StatusClient;
+  return { client, patches };
+}
+
+Deno.test("StatusWriter coalesces syncs within the hold-off into one pass", async () => {
+  const { client, patches } = recordingClient();
+  const writer = new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 20,
+  });
+  const first = writer.sync({ ingresses: [ingress("a/x")], owned: new Set(["a/x"]) });
+  const second = writer.sync({
+    ingresses: [ingress("a/x"), ingress("a/y")],
+    owned: new Set(["a/x", "a/y"]),
+  });
+  assertEquals(await first, await second);
+  assertEquals((await first).written, 2);
+  assertEquals(patches.map((p) => p.name), ["x", "y"]);
+  await writer.close();
+});
+
+Deno.test("StatusWriter does not repeat a write the store has not caught up with", async () => {
+  const { client, patches } = recordingClient();
+  const writer = new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+  });
+  const input = { ingresses: [ingress("a/x", [], "5")], owned: new Set(["a/x"]) };
+  assertEquals((await writer.sync(input)).written, 1);
+  assertEquals((await writer.sync(input)).written, 0);
+  // A newer version of the object without our status is written again.
+  assertEquals(
+    (await writer.sync({ ingresses: [ingress("a/x", [], "6")], owned: new Set(["a/x"]) }))
+      .written,
+    1,
+  );
+  assertEquals(patches.length, 2);
+  await writer.close();
+});
+
+Deno.test("StatusWriter asks for leadership before each write and stops when it ends", async () => {
+  const { client, patches } = recordingClient();
+  let leader = true;
+  const writer = new StatusWriter({
+    client,
+    isLeader: () => leader,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+    concurrency: 1,
+  });
+  const original = client.patch.bind(client);
+  (client as { patch: StatusClient["patch"] }).patch = (...args) => {
+    leader = false; // lost while the first write is in flight
+    return original(...args);
+  };
+  const result = await writer.sync({
+    ingresses: [ingress("a/x"), ingress("a/y"), ingress("a/z")],
+    owned: new Set(["a/x", "a/y", "a/z"]),
+  });
+  assertEquals(result, { written: 1, cleared: 0, failed: 0, notLeader: 2 });
+  assertEquals(patches.map((p) => p.name), ["x"]);
+  assertEquals(await writer.sync({ ingresses: [ingress("a/w")], owned: new Set(["a/w"]) }), {
+    written: 0,
+    cleared: 0,
+    failed: 0,
+    notLeader: 1,
+  });
+  await writer.close();
+});
+
+Deno.test("StatusWriter ignores deleted Ingresses and retries other failures", async () => {
+  let failures = 1;
+  const { client, patches } = recordingClient((name) => {
+    if (name === "gone") return new KubeApiError("patch", 404, { reason: "NotFound" });
+    if (name === "flaky" && failures-- > 0) return new KubeApiError("patch", 500, {});
+    return undefined;
+  });
+  const writer = new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+    retryMs: { min: 10, max: 10 },
+    logger: silentLogger(),
+  });
+  const result = await writer.sync({
+    ingresses: [ingress("a/gone"), ingress("a/flaky")],
+    owned: new Set(["a/gone", "a/flaky"]),
+  });
+  assertEquals(result, { written: 0, cleared: 0, failed: 1, notLeader: 0 });
+  // The retry runs by itself; a second sync joins it.
+  const retried = await writer.sync({
+    ingresses: [ingress("a/gone"), ingress("a/flaky")],
+    owned: new Set(["a/gone", "a/flaky"]),
+  });
+  assertEquals(retried.written, 1);
+  assertEquals(patches.map((p) => p.name), ["flaky", "gone", "flaky", "gone"]);
+  await writer.close();
+});
+
+Deno.test("StatusWriter clears with the resourceVersion as a precondition", async () => {
+  const { client, patches } = recordingClient();
+  const writer = new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+  });
+  const result = await writer.sync({
+    ingresses: [ingress("a/left", [{ ip: "192.0.2.1" }], "42")],
+    owned: new Set(),
+  });
+  assertEquals(result.cleared, 1);
+  assertEquals(patches[0]?.body, {
+    metadata: { resourceVersion: "42" },
+    status: { loadBalancer: null },
+  });
+  await writer.close();
+});
+
+function silentLogger() {
+  // deno-lint-ignore no-explicit-any
+  const noop = (() => {}) as any;
+  // deno-lint-ignore no-explicit-any
+  return { debug: noop, info: noop, warn: noop, error: noop } as any;
+}
