@@ -199,6 +199,23 @@ export const ROUTE_CASES: readonly RouteCase[] = [
     requests: [[H, "/a//b", "a"], [H, "/a/b//", "ab"], [H, "//a", "404"]],
   },
 
+  {
+    name: "rule paths a URL cannot hold raw match the percent-encoded request path",
+    ingresses: paths(["/über", "Prefix", "uber"], ["/a b", "Exact", "space"], [
+      "/q?x",
+      "Exact",
+      "question",
+    ]),
+    requests: [
+      [H, "/%C3%BCber", "uber"],
+      [H, "/%C3%BCber/stra%C3%9Fe", "uber"],
+      [H, "/%C3%BCberall", "404"],
+      [H, "/a%20b", "space"],
+      [H, "/q%3Fx", "question"],
+      [H, "/q?x", "404"],
+    ],
+  },
+
   // --- Hosts ------------------------------------------------------------------
   {
     name: "an exact host beats a wildcard host",

@@ -62,13 +62,16 @@ export function compileCertificateTable(
   const lines: string[] = [];
   for (const binding of translation.certificates) {
     const certificate = serving(binding);
+    // The leaf fingerprint alone misses a chain-only change (an intermediate added
+    // to fix a broken chain): listeners would keep serving the old chain.
+    const content = `${binding.fingerprint} ${binding.chainFingerprint ?? hash(binding.certPem)}`;
     for (const host of binding.hosts) {
       const isWildcard = host.startsWith("*.");
       const map = isWildcard ? wildcard : exact;
       const key = isWildcard ? host.slice(2) : host;
       if (map.has(key)) continue;
       map.set(key, certificate);
-      lines.push(`${host} ${binding.secret} ${binding.fingerprint}`);
+      lines.push(`${host} ${binding.secret} ${content}`);
     }
   }
   const fallback = translation.defaultCertificate === undefined

@@ -121,3 +121,20 @@ Deno.test("fingerprint is stable for equal input and changes with certificates, 
   ];
   for (const variant of variants) assertNotEquals(variant.fingerprint, base);
 });
+
+Deno.test("fingerprint changes when only the chain changes, the leaf staying the same", () => {
+  const options = { defaultCertificate: SELF_SIGNED };
+  const leafOnly = binding("shop/exact", ["shop.example.com"], "leaf");
+  const base = compileCertificateTable({ certificates: [leafOnly] }, options).fingerprint;
+  // An intermediate appended to tls.crt: the inspector's chain fingerprint changes…
+  const withChain = compileCertificateTable({
+    certificates: [{ ...leafOnly, chainFingerprint: "leaf+intermediate" }],
+  }, options);
+  // …and without one (a binding built elsewhere), the PEM text itself counts.
+  const withChainPem = compileCertificateTable({
+    certificates: [{ ...leafOnly, certPem: `${leafOnly.certPem}\nintermediate` }],
+  }, options);
+  assertNotEquals(withChain.fingerprint, base);
+  assertNotEquals(withChainPem.fingerprint, base);
+  assertEquals(compileCertificateTable({ certificates: [leafOnly] }, options).fingerprint, base);
+});

@@ -3,15 +3,20 @@
  * certificate tables, for 100, 1,000 and 10,000 Ingresses (5 paths each),
  * against one `structuredClone` of the same objects in the same run (the cost
  * of merely copying the input once). Target: 10,000 Ingresses under 500 ms.
+ * Then 20,000 hosts in one Ingress against 20,000 Ingresses of one host each:
+ * the cost must not grow with the number of hosts per Ingress (ratio near 1).
  *
  *   tools/deno bench -A lib/routing/compile_bench.ts
  *
  * @module
  */
 
+import type { Ingress } from "../k8s/objects.ts";
 import { translate } from "../translate/translate.ts";
+import type { ClusterObjects } from "../translate/translation.ts";
 import { buildSnapshot } from "./snapshot_builder.ts";
 import { BENCH_OPTIONS, benchCluster } from "./_bench_world.ts";
+import { SLUICE_CLASS } from "./_test_world.ts";
 
 const DEFAULT_CERTIFICATE = { source: "sluice/self-signed", certPem: "c", keyPem: "k" };
 
@@ -46,6 +51,51 @@ for (const n of [100, 1_000, 10_000]) {
     ...(n === 10_000 ? { n: 20, warmup: 3 } : {}),
     fn: () => {
       structuredClone(materialised);
+    },
+  });
+}
+
+/**
+ * `count` hosts, each named by a rule without paths, served by a defaultBackend
+ * and listed in a TLS entry: in one Ingress, or in one Ingress each.
+ */
+function manyHosts(count: number, perIngress: number): ClusterObjects {
+  const ingresses: Ingress[] = [];
+  for (let first = 0; first < count; first += perIngress) {
+    const hosts = Array.from({ length: perIngress }, (_, i) => `h${first + i}.example.com`);
+    ingresses.push({
+      metadata: {
+        namespace: "hosts",
+        name: `ing${first}`,
+        creationTimestamp: "2024-01-01T00:00:00Z",
+      },
+      spec: {
+        ingressClassName: "sluice",
+        rules: hosts.map((host) => ({ host })),
+        defaultBackend: { service: { name: "web", port: { number: 80 } } },
+        tls: [{ hosts }],
+      },
+    });
+  }
+  return { ingresses, ingressClasses: [SLUICE_CLASS] };
+}
+
+const HOSTS = 20_000;
+for (const [perIngress, baseline] of [[1, true], [HOSTS, false]] as const) {
+  const objects = manyHosts(HOSTS, perIngress);
+  Deno.bench({
+    name: perIngress === 1
+      ? `translate + compile, ${HOSTS} Ingresses of 1 host`
+      : `translate + compile, 1 Ingress of ${HOSTS} hosts`,
+    group: "hosts per Ingress",
+    baseline,
+    n: 10,
+    warmup: 2,
+    fn: () => {
+      buildSnapshot(translate(objects, BENCH_OPTIONS), {
+        version: 1,
+        defaultCertificate: DEFAULT_CERTIFICATE,
+      });
     },
   });
 }

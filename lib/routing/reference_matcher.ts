@@ -49,9 +49,23 @@ function elements(path: string): string[] {
   return parts;
 }
 
+/**
+ * The rule path as a client's URL carries it: each character outside printable
+ * ASCII, and each of space, `"`, `#`, `<`, `>`, `?`, backtick, `{`, `}`,
+ * percent-encoded as UTF-8 (what `new URL()` does to a path).
+ */
+function asInUrl(path: string): string {
+  return Array.from(path, (char) => {
+    const code = char.codePointAt(0)!;
+    const raw = code > 0x20 && code < 0x7f && !' "#<>?`{}'.includes(char);
+    return raw ? char : encodeURIComponent(char.toWellFormed());
+  }).join("");
+}
+
 /** Length of the match, or -1: Exact compares whole strings; Prefix compares elements. */
-function pathMatchLength(pathType: string, rulePath: string, requestPath: string): number {
+function pathMatchLength(pathType: string, writtenPath: string, requestPath: string): number {
   if (pathType === "Default") return 0;
+  const rulePath = asInUrl(writtenPath);
   if (pathType === "Exact") return rulePath === requestPath ? rulePath.length : -1;
   const rule = elements(rulePath);
   const request = requestPath.split("/");

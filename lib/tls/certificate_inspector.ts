@@ -13,7 +13,7 @@
  * @module
  */
 
-import { createPrivateKey, X509Certificate } from "node:crypto";
+import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
 import type {
   CertificateInspection,
   CertificatePems,
@@ -30,6 +30,7 @@ type Parsed =
     readonly notAfter: string;
     readonly dnsNames: readonly string[];
     readonly fingerprint: string;
+    readonly chainFingerprint: string;
   }
   | { readonly ok: false; readonly reason: string };
 
@@ -100,6 +101,9 @@ function parse(certPem: string | undefined, keyPem: string | undefined): Parsed 
     notAfter: rfc3339(notAfterMs),
     dnsNames: Object.freeze(dnsNamesOf(certificate.subjectAltName)),
     fingerprint: certificate.fingerprint256,
+    // Of all of tls.crt: the leaf fingerprint misses a changed chain, which the
+    // certificate table's fingerprint must see so listeners rotate.
+    chainFingerprint: createHash("sha256").update(certPem).digest("hex"),
   };
 }
 
@@ -116,6 +120,7 @@ function judge(parsed: Parsed, now: number): CertificateInspection {
     notAfter: parsed.notAfter,
     dnsNames: parsed.dnsNames,
     fingerprint: parsed.fingerprint,
+    chainFingerprint: parsed.chainFingerprint,
   };
 }
 

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { assert, assertEquals, assertNotEquals } from "../../tests/support/assert.ts";
 import { createCertificateInspector, inspectCertificate } from "./certificate_inspector.ts";
 
 const dir = new URL("../../tests/fixtures/tls/", import.meta.url);
@@ -88,6 +88,13 @@ Deno.test("inspectCertificate() uses the first certificate of a chain as the lea
   const result = inspectCertificate({ certPem: chain, keyPem: read("shop.key") }, { now: NOW });
   assert(result.ok);
   assertEquals(result.dnsNames, ["shop.example.com", "www.shop.example.com"]);
+  const leafOnly = inspectCertificate({ certPem: read("shop.crt"), keyPem: read("shop.key") }, {
+    now: NOW,
+  });
+  assert(leafOnly.ok);
+  assertEquals(result.fingerprint, leafOnly.fingerprint);
+  assert(/^[0-9a-f]{64}$/.test(result.chainFingerprint ?? ""), result.chainFingerprint);
+  assertNotEquals(result.chainFingerprint, leafOnly.chainFingerprint);
 });
 
 Deno.test("createCertificateInspector() parses each pair once but judges expiry on every call", () => {

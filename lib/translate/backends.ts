@@ -10,10 +10,10 @@
  * @module
  */
 
-import type { IngressBackend } from "../k8s/objects.ts";
+import type { IngressBackend, Service } from "../k8s/objects.ts";
 import type { Backend } from "../routing/snapshot.ts";
 import type { ClusterIndex } from "./cluster_index.ts";
-import { collectEndpoints, findServicePort } from "./endpoints.ts";
+import { collectEndpoints, findServicePort, isTcpPort } from "./endpoints.ts";
 
 /** A parsed backend reference, in the namespace of the Ingress that names it. */
 export type BackendRef =
@@ -145,6 +145,40 @@ export function backendKey(ref: BackendRef): string {
   return ref.port === undefined ? base : `${base}:${ref.port}`;
 }
 
+const DNS_SUBDOMAIN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
+const LOOPBACK_OR_UNSPECIFIED_IPV4 = /^(?:127|0)\.[0-9]+\.[0-9]+\.[0-9]+$/;
+
+/**
+ * Why an ExternalName (lowercase, no trailing dot) must not be routed to, or
+ * `undefined` when it may.
+ *
+ * Kubernetes rule (ServiceSpec.externalName): "a valid RFC-1123 hostname".
+ * Names of this very machine are refused, as ingress-nginx does: otherwise
+ * anyone allowed to create a Service and an Ingress could reach ports the
+ * controller listens on only on loopback. `localhost` and `*.localhost` always
+ * resolve to loopback (RFC 6761 §6.3); `127.0.0.0/8` is loopback and `0.0.0.0/8`
+ * reaches this host too.
+ */
+function refuseExternalName(address: string): string | undefined {
+  if (address.length > 253 || !DNS_SUBDOMAIN.test(address)) return "is not a valid DNS name";
+  if (
+    address === "localhost" || address.endsWith(".localhost") ||
+    LOOPBACK_OR_UNSPECIFIED_IPV4.test(address)
+  ) {
+    return "names this host (loopback), which is refused";
+  }
+  return undefined;
+}
+
+/** Whether the Service has the port, but over UDP or SCTP. */
+function hasPortOfOtherProtocol(service: Service, port: number | string): boolean {
+  const ports = Array.isArray(service.spec?.ports) ? service.spec.ports : [];
+  return ports.some((p) =>
+    p !== null && typeof p === "object" && !isTcpPort(p) &&
+    (typeof port === "number" ? p.port === port : p.name === port)
+  );
+}
+
 function unavailable(key: string, service: string, problem: string): ResolvedBackend {
   return { backend: { key, service, endpoints: [], unavailable: problem }, problem };
 }
@@ -181,8 +215,9 @@ function resolveBackend(ref: BackendRef, key: string, index: ClusterIndex): Reso
   if (service === undefined) {
     return unavailable(key, serviceKey, `Cannot route to Service "${serviceKey}": no such Service`);
   }
-  const ports = Array.isArray(service.spec?.ports) ? service.spec.ports : [];
-  const wanted = ref.port ?? ports.find((p) => p !== null && typeof p === "object")?.port;
+  // Without a port (the --default-backend-service form `namespace/name`): the first TCP port.
+  const servicePort = findServicePort(service, ref.port);
+  const wanted = ref.port ?? servicePort?.port;
   const portShown = wanted === undefined
     ? ""
     : typeof wanted === "number"
@@ -200,7 +235,18 @@ function resolveBackend(ref: BackendRef, key: string, index: ClusterIndex): Reso
         `Cannot route to ExternalName Service "${serviceKey}": spec.externalName is empty`,
       );
     }
-    const port = typeof wanted === "number" ? wanted : findServicePort(service, wanted ?? "")?.port;
+    const address = (externalName.endsWith(".") ? externalName.slice(0, -1) : externalName)
+      .toLowerCase();
+    const refused = refuseExternalName(address);
+    if (refused !== undefined) {
+      return unavailable(
+        key,
+        serviceKey,
+        `Cannot route to ExternalName Service "${serviceKey}": spec.externalName ` +
+          `"${externalName}" ${refused}`,
+      );
+    }
+    const port = typeof ref.port === "number" ? ref.port : servicePort?.port;
     if (!isPortNumber(port)) {
       return unavailable(
         key,
@@ -208,19 +254,18 @@ function resolveBackend(ref: BackendRef, key: string, index: ClusterIndex): Reso
         `Cannot resolve${portShown || " a port"} of Service "${serviceKey}": no such port`,
       );
     }
-    const address = externalName.endsWith(".") ? externalName.slice(0, -1) : externalName;
-    return {
-      backend: { key, service: serviceKey, endpoints: [{ address: address.toLowerCase(), port }] },
-    };
+    return { backend: { key, service: serviceKey, endpoints: [{ address, port }] } };
   }
 
-  const servicePort = wanted === undefined ? undefined : findServicePort(service, wanted);
   if (servicePort === undefined) {
     const portText = typeof wanted === "string" ? `"${wanted}"` : `${wanted ?? "(none)"}`;
+    const detail = ref.port !== undefined && hasPortOfOtherProtocol(service, ref.port)
+      ? "no such TCP port (Ingress backends are HTTP over TCP)"
+      : "no such port";
     return unavailable(
       key,
       serviceKey,
-      `Cannot resolve port ${portText} of Service "${serviceKey}": no such port`,
+      `Cannot resolve port ${portText} of Service "${serviceKey}": ${detail}`,
     );
   }
   const endpoints = collectEndpoints(index.endpointSlices.get(serviceKey) ?? [], servicePort);

@@ -13,21 +13,31 @@ import type { Endpoint } from "../routing/snapshot.ts";
 import { compareStrings } from "./_order.ts";
 
 /**
- * Finds a Service port by number (`ServicePort.port`) or by name
- * (`ServicePort.name`).
+ * Whether a Service or EndpointSlice port carries TCP. Kubernetes rule
+ * (ServicePort.protocol, EndpointPort.protocol): "Default is TCP".
+ */
+export function isTcpPort(port: { readonly protocol?: unknown }): boolean {
+  return port.protocol === undefined || port.protocol === null || port.protocol === "TCP";
+}
+
+/**
+ * Finds a TCP Service port by number (`ServicePort.port`) or by name
+ * (`ServicePort.name`); `undefined` for the first TCP port.
  *
  * Kubernetes rule (IngressServiceBackend.port, networking.k8s.io/v1): the
  * backend names the Service's port by its `name` or its `number` (the Service
- * port, not the target port).
+ * port, not the target port). HTTP runs over TCP, so UDP and SCTP ports never
+ * match: a Service may expose the same number over both (53/TCP and 53/UDP,
+ * 443/TCP and 443/UDP for HTTP/3), with different target ports.
  */
 export function findServicePort(
   service: Service,
-  port: number | string,
+  port: number | string | undefined,
 ): ServicePort | undefined {
   const ports = Array.isArray(service.spec?.ports) ? service.spec.ports : [];
   return ports.find((p) =>
-    p !== null && typeof p === "object" &&
-    (typeof port === "number" ? p.port === port : p.name === port)
+    p !== null && typeof p === "object" && isTcpPort(p) &&
+    (port === undefined || (typeof port === "number" ? p.port === port : p.name === port))
   );
 }
 
@@ -38,7 +48,7 @@ export function findServicePort(
  * Kubernetes rules (EndpointSlice, discovery.k8s.io/v1):
  * - Slice ports carry the resolved target port (a named `targetPort` is
  *   resolved per pod) and are named after the Service port: match by name,
- *   `""` for an unnamed port.
+ *   `""` for an unnamed port, and by protocol (TCP, the default).
  * - `conditions.ready`: "a nil value should be interpreted as true".
  * - When no endpoint is ready, use endpoints that are `serving` and
  *   `terminating` (as kube-proxy does), so connections drain during a rollout
@@ -55,7 +65,8 @@ export function collectEndpoints(
   for (const slice of slices) {
     if (slice?.addressType !== "IPv4" && slice?.addressType !== "IPv6") continue;
     const slicePort = (Array.isArray(slice.ports) ? slice.ports : []).find((p) =>
-      p !== null && typeof p === "object" && (typeof p.name === "string" ? p.name : "") === portName
+      p !== null && typeof p === "object" && isTcpPort(p) &&
+      (typeof p.name === "string" ? p.name : "") === portName
     );
     const port = slicePort?.port;
     if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) continue;

@@ -77,3 +77,42 @@ export function canonicalPrefix(path: string): string {
   while (end > 0 && path.charCodeAt(end - 1) === 47 /* "/" */) end--;
   return end === path.length ? path : path.slice(0, end);
 }
+
+/** Whether a UTF-16 code unit is in the WHATWG URL "path percent-encode set" (or beyond ASCII). */
+function encodedInUrlPaths(c: number): boolean {
+  // C0 controls and space, DEL and non-ASCII, then `"`, `#`, `<`, `>`, `?`, backtick, `{`, `}`.
+  return c <= 0x20 || c >= 0x7f || c === 0x22 || c === 0x23 || c === 0x3c || c === 0x3e ||
+    c === 0x3f || c === 0x60 || c === 0x7b || c === 0x7d;
+}
+
+const UTF8 = new TextEncoder();
+
+/**
+ * A rule path as it appears in the URL of a request for it: characters a URL
+ * path never holds raw (non-ASCII, space, `"`, `#`, `<`, `>`, `?`, backtick,
+ * `{`, `}`, controls) percent-encoded as UTF-8 with uppercase hex, everything
+ * else (including existing `%XX` escapes) unchanged.
+ *
+ * Kubernetes rule (HTTPIngressPath.path): the path "can contain characters
+ * disallowed from the conventional 'path' part of a URL as defined by RFC
+ * 3986". Requests are matched on their URL path, where clients and the WHATWG
+ * URL parser encode exactly these characters, so `/über` must be compared as
+ * `/%C3%BCber` or it would never match.
+ */
+export function urlPathOf(path: string): string {
+  let i = 0;
+  while (i < path.length && !encodedInUrlPaths(path.charCodeAt(i))) i++;
+  if (i === path.length) return path;
+  let out = path.slice(0, i);
+  for (const char of path.slice(i)) {
+    if (!encodedInUrlPaths(char.charCodeAt(0))) {
+      out += char;
+      continue;
+    }
+    // A lone surrogate encodes as U+FFFD, as the URL parser does.
+    for (const byte of UTF8.encode(char)) {
+      out += `%${byte < 16 ? "0" : ""}${byte.toString(16).toUpperCase()}`;
+    }
+  }
+  return out;
+}

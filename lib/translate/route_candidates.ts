@@ -62,11 +62,11 @@ function collect(owned: OwnedIngress, out: RouteCandidate[], issues: Issue[]): v
   }
 
   const rules = spec.rules;
-  const namedHosts: string[] = [];
+  // A Set, not an array: an Ingress may name tens of thousands of hosts.
+  const namedHosts = new Set<string>();
   const hasRules = Array.isArray(rules) && rules.length > 0;
-  if (rules !== undefined && rules !== null && !Array.isArray(rules)) {
-    report("spec.rules", "Cannot read spec.rules: not a list");
-  }
+  const unreadableRules = rules !== undefined && rules !== null && !Array.isArray(rules);
+  if (unreadableRules) report("spec.rules", "Cannot read spec.rules: not a list");
   if (hasRules) {
     rules.forEach((rule, i) => {
       const ruleField = `spec.rules[${i}]`;
@@ -79,7 +79,7 @@ function collect(owned: OwnedIngress, out: RouteCandidate[], issues: Issue[]): v
         report(`${ruleField}.host`, host.message);
         return;
       }
-      if (!namedHosts.includes(host.host)) namedHosts.push(host.host);
+      namedHosts.add(host.host);
       const paths = rule.http?.paths;
       if (paths === undefined || paths === null) return;
       if (!Array.isArray(paths)) {
@@ -134,7 +134,18 @@ function collect(owned: OwnedIngress, out: RouteCandidate[], issues: Issue[]): v
     );
     return;
   }
-  for (const host of hasRules ? namedHosts : [""]) {
+  // Only an Ingress without rules has a stand-alone defaultBackend (every host).
+  // Unreadable or all-invalid rules must not turn a host's default into a
+  // catch-all that takes every other host's unmatched requests.
+  const standAlone = !hasRules && !unreadableRules;
+  if (!standAlone && namedHosts.size === 0) {
+    report(
+      "spec.defaultBackend",
+      "Cannot use the defaultBackend: no usable rule names a host for it",
+    );
+    return;
+  }
+  for (const host of standAlone ? [""] : namedHosts) {
     out.push({
       host,
       path: "/",

@@ -10,17 +10,18 @@
  */
 
 import type { Issue } from "./issues.ts";
-import { canonicalPrefix } from "./paths.ts";
+import { canonicalPrefix, urlPathOf } from "./paths.ts";
 import type { RouteCandidate } from "./route_candidates.ts";
 
 /** The identity of a route: two candidates with the same key conflict. */
 export function conflictKey(candidate: Pick<RouteCandidate, "host" | "path" | "pathType">): string {
   switch (candidate.pathType) {
+    // Compared in URL form: `/über` and `/%C3%BCber` match the same requests.
     case "Exact":
-      return `${candidate.host} E ${candidate.path}`;
+      return `${candidate.host} E ${urlPathOf(candidate.path)}`;
     case "Prefix":
       // `/foo` and `/foo/` match the same requests (trailing slash ignored).
-      return `${candidate.host} P ${canonicalPrefix(candidate.path)}`;
+      return `${candidate.host} P ${canonicalPrefix(urlPathOf(candidate.path))}`;
     case "Default":
       return `${candidate.host} D`;
   }

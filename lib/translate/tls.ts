@@ -140,7 +140,8 @@ function readTlsEntries(
   tls.forEach((entry, i) => {
     const field = `spec.tls[${i}]`;
     const rawHosts = entry?.hosts;
-    const hosts: string[] = [];
+    // A Set (insertion-ordered), not an array: an entry may list tens of thousands of hosts.
+    const unique = new Set<string>();
     if (!Array.isArray(rawHosts) || rawHosts.length === 0) {
       report(
         `${field}.hosts`,
@@ -152,9 +153,10 @@ function readTlsEntries(
         if (!result.ok) report(`${field}.hosts[${j}]`, result.message);
         else if (result.host === "") {
           report(`${field}.hosts[${j}]`, "Cannot serve TLS for an empty host");
-        } else if (!hosts.includes(result.host)) hosts.push(result.host);
+        } else unique.add(result.host);
       });
     }
+    const hosts = [...unique];
     const secretName = entry?.secretName;
     if (typeof secretName !== "string" || secretName === "") {
       if (hosts.length > 0) {
@@ -228,7 +230,8 @@ export function translateTls(
       context.onError?.(owned, error);
       continue;
     }
-    issues.push(...ownIssues);
+    // Not `push(...ownIssues)`: that throws past about 120,000 issues.
+    for (const issue of ownIssues) issues.push(issue);
     for (const { field, hosts, secret } of entries) {
       for (const host of hosts) tlsHosts.add(host);
       if (secret === undefined) continue;
@@ -289,13 +292,18 @@ function toBinding(
     notAfter: inspection.notAfter,
     dnsNames: [...inspection.dnsNames],
     fingerprint: inspection.fingerprint,
+    ...(inspection.chainFingerprint === undefined
+      ? {}
+      : { chainFingerprint: inspection.chainFingerprint }),
     certPem: pems.certPem,
     keyPem: pems.keyPem,
   };
 }
 
-function quoteList(values: readonly string[]): string {
-  return values.map((v) => `"${v}"`).join(", ");
+/** Quotes the first few values: one message must stay readable (an Event) for any list size. */
+function quoteList(values: readonly string[], shown = 5): string {
+  const quoted = values.slice(0, shown).map((v) => `"${v}"`).join(", ");
+  return values.length > shown ? `${quoted} and ${values.length - shown} more` : quoted;
 }
 
 /**

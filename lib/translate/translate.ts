@@ -64,8 +64,10 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
       issues.push(internalError(ingress, error));
       continue;
     }
-    candidates.push(...own.candidates);
-    issues.push(...own.issues);
+    // One Ingress may hold hundreds of thousands of rules: append in a loop, as
+    // `push(...list)` throws a RangeError past about 120,000 arguments.
+    appendAll(candidates, own.candidates);
+    appendAll(issues, own.issues);
   }
 
   // Backend problems: one issue per Ingress and backend, at its first use.
@@ -142,6 +144,11 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
   if (defaultBackend !== undefined) translation.defaultBackend = defaultBackend.backend.key;
   if (defaultCertificate !== undefined) translation.defaultCertificate = defaultCertificate;
   return translation;
+}
+
+/** Appends `items` to `target` without spreading them into arguments. */
+function appendAll<T>(target: T[], items: readonly T[]): void {
+  for (const item of items) target.push(item);
 }
 
 function optionError(option: string, error: unknown): Issue {

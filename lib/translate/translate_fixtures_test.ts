@@ -96,8 +96,9 @@ function readFixture(text: string, name: string): Fixture {
   return fixture;
 }
 
+/** Without PEM bodies, nor the chain fingerprint (a digest of `certPem`, as opaque). */
 function withoutPems(binding: CertificateBinding) {
-  const { certPem: _cert, keyPem: _key, ...rest } = binding;
+  const { certPem: _cert, keyPem: _key, chainFingerprint: _chain, ...rest } = binding;
   return rest;
 }
 

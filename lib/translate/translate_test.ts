@@ -287,3 +287,33 @@ Deno.test("translate() gives the same output for the same input", () => {
   assertEquals(JSON.stringify(translate(structuredClone(GOOD), OPTIONS)), first);
   assert(first.includes('"good/web:80"'));
 });
+
+Deno.test("translate() reports an Ingress with 150,000 bad rules without throwing", () => {
+  // One object can carry this many rules (about 5 bytes each in etcd); spreading
+  // them into push() arguments would throw a RangeError out of translate().
+  const rules = Array.from({ length: 150_000 }, () => ({ host: "bad_host" }));
+  const huge: Ingress = {
+    metadata: { namespace: "big", name: "huge" },
+    spec: { ingressClassName: "sluice", rules },
+  };
+  const translation = translate({ ...GOOD, ingresses: [huge, GOOD_INGRESS] }, OPTIONS);
+  assertEquals(translation.routes.map((r) => r.ingress), ["good/web"]);
+  assertEquals(translation.issues.length, 150_000);
+  assertEquals(translation.issues[149_999]?.field, "spec.rules[149999].host");
+});
+
+Deno.test("translate() names at most five hosts of a TLS entry in one issue message", () => {
+  const hosts = Array.from({ length: 20_000 }, (_, i) => `h${i}.test`);
+  const translation = translate({
+    ...GOOD,
+    ingresses: [{
+      metadata: { namespace: "good", name: "tls" },
+      spec: { ingressClassName: "sluice", tls: [{ hosts }] },
+    }],
+  }, OPTIONS);
+  assertEquals(translation.issues.filter((i) => i.field !== "spec").map((i) => i.message), [
+    'Cannot serve a certificate for "h0.test", "h1.test", "h2.test", "h3.test", "h4.test" ' +
+    "and 19995 more: secretName is missing; the default certificate is served",
+  ]);
+  assertEquals(translation.tlsHosts.length, 20_000);
+});

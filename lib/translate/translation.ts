@@ -43,6 +43,11 @@ export type CertificateInspection =
     readonly dnsNames: readonly string[];
     /** SHA-256 fingerprint of the leaf certificate. */
     readonly fingerprint: string;
+    /**
+     * SHA-256 of the whole `tls.crt` (leaf and intermediates): changes whenever the
+     * served chain does, also when the leaf stays (an intermediate added or replaced).
+     */
+    readonly chainFingerprint?: string;
   }
   | { readonly ok: false; readonly reason: string };
 
@@ -102,6 +107,8 @@ export interface CertificateBinding {
   readonly notAfter: string;
   readonly dnsNames: readonly string[];
   readonly fingerprint: string;
+  /** See {@linkcode CertificateInspection}; absent when the inspector gave none. */
+  readonly chainFingerprint?: string;
   readonly certPem: string;
   readonly keyPem: string;
 }
