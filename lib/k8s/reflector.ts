@@ -1,0 +1,521 @@
+/**
+ * A reflector keeps one kind of Kubernetes object (in one namespace, or in
+ * all) in step with the API server, the way client-go's
+ * `tools/cache/reflector.go` does, over raw watch streams:
+ *
+ * 1. a paginated LIST (`limit`, `continue`; an expired continue token starts
+ *    the list over) replaces every object of its scope downstream;
+ * 2. a WATCH from the list's `resourceVersion`, with `allowWatchBookmarks`
+ *    and a randomised server-side `timeoutSeconds`, delivers each change;
+ *    BOOKMARK events move the resourceVersion on;
+ * 3. `410 Gone`/`Expired` (as an HTTP status or an ERROR event) → relist;
+ *    any other failure → reconnect after an exponential, jittered backoff
+ *    (about 0.8 s to 30 s, reset after a healthy watch), resuming from the
+ *    last resourceVersion seen;
+ * 4. a malformed line or object is logged and counted, never silently
+ *    dropped, and never ends the loop.
+ *
+ * Owns the loop, its pacing and its counters. Knows nothing about what the
+ * objects mean: it hands {@linkcode ReflectorEvent}s to a callback (the
+ * store decides what matters).
+ *
+ * @module
+ */
+import type { Logger } from "../log/logging.ts";
+import { abortableSleep, Backoff, type BackoffOptions } from "./_backoff.ts";
+import { KubeApiError, type KubeClient, type KubeObject, type Status } from "./kube_client.ts";
+import type { Resource } from "./resources.ts";
+
+/** What a reflector needs of a {@linkcode KubeClient}. */
+export type ReflectorClient = Pick<KubeClient, "list" | "watch">;
+
+/** What a reflector delivers, in order. */
+export type ReflectorEvent<T extends KubeObject = KubeObject> =
+  /** A complete LIST: every object of the scope (one namespace, or all when `namespace` is undefined). */
+  | { readonly type: "replace"; readonly namespace: string | undefined; readonly items: T[] }
+  | { readonly type: "upsert"; readonly object: T }
+  | { readonly type: "delete"; readonly object: T };
+
+/** The time and timer effects of a reflector; real ones by default, fakes in tests. */
+export interface ReflectorTimers {
+  /** Wall-clock time in milliseconds (for `lastSyncTime` and watch durations). */
+  now(): number;
+  /** Resolves after `ms`, or at once when `signal` aborts; never rejects. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+/** Options of {@linkcode Reflector}. */
+export interface ReflectorOptions<T extends KubeObject = KubeObject> {
+  readonly client: ReflectorClient;
+  readonly resource: Resource;
+  /** Watch one namespace; all namespaces when absent (and always for cluster-scoped kinds). */
+  readonly namespace?: string | undefined;
+  readonly fieldSelector?: string | undefined;
+  readonly labelSelector?: string | undefined;
+  /** Receives every list and change. Throwing here is logged and answered by a relist. */
+  readonly onEvent: (event: ReflectorEvent<T>) => void;
+  readonly logger: Logger;
+  /** Objects per LIST page. Default 500. */
+  readonly pageSize?: number;
+  /** Server-side watch timeout, drawn uniformly from `[min, max]` seconds per watch. Default `[300, 600]`. */
+  readonly watchTimeoutSeconds?: readonly [number, number];
+  /** A watch that lasted this long counts as healthy and resets the backoff. Default 30,000 ms. */
+  readonly healthyAfterMs?: number;
+  /** A watch the server ends cleanly sooner than this is paced like a failure. Default 1,000 ms. */
+  readonly minWatchMs?: number;
+  /** Extra time after `timeoutSeconds` before the client gives up on a silent stream. Default 60,000 ms. */
+  readonly watchGraceMs?: number;
+  readonly backoff?: Omit<BackoffOptions, "random">;
+  /** A uniform random number in `[0, 1)` (timeouts, jitter). `Math.random` by default. */
+  readonly random?: () => number;
+  readonly timers?: ReflectorTimers;
+  /**
+   * Keep the text of malformed lines out of logs. Default: true for Secrets
+   * (a torn line may hold key material), false otherwise.
+   */
+  readonly redact?: boolean;
+}
+
+/** Counters and state of one reflector, for `/metrics` and `/readyz`. */
+export interface ReflectorStatus {
+  readonly kind: string;
+  /** The namespace watched; undefined for all namespaces. */
+  readonly namespace: string | undefined;
+  /** True once the first LIST completed. */
+  readonly synced: boolean;
+  /** Wall-clock milliseconds of the last completed LIST. */
+  readonly lastSyncTime: number | undefined;
+  /** Wall-clock milliseconds of the last change or bookmark received. */
+  readonly lastEventTime: number | undefined;
+  /** The resourceVersion the next watch resumes from. */
+  readonly resourceVersion: string;
+  /** True while a watch request is open. */
+  readonly watching: boolean;
+  /** Completed LISTs (the first one included). */
+  readonly lists: number;
+  /** LISTs done again because the resourceVersion or a continue token expired (410). */
+  readonly relists: number;
+  /** Watches opened again after a failure (not after a clean server timeout). */
+  readonly restarts: number;
+  /** Watch requests opened. */
+  readonly watches: number;
+  /** ADDED, MODIFIED and DELETED events delivered. */
+  readonly events: number;
+  readonly bookmarks: number;
+  /** Lines or objects that could not be understood (logged and skipped). */
+  readonly malformed: number;
+  /** Failed LISTs and watches. */
+  readonly errors: number;
+  /** The last failure, for humans. */
+  readonly lastError: string | undefined;
+}
+
+type WatchOutcome =
+  | { readonly kind: "ended" | "stopped"; readonly healthy: boolean }
+  | { readonly kind: "gone"; readonly healthy: boolean; readonly reason: string }
+  | { readonly kind: "failed"; readonly healthy: boolean; readonly error: string };
+
+const REAL_TIMERS: ReflectorTimers = {
+  now: () => Date.now(),
+  sleep: abortableSleep,
+};
+
+/** How many times in a row an expired continue token may restart one LIST before it counts as a failure. */
+const MAX_LIST_RESTARTS = 3;
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function isGoneStatus(status: Status): boolean {
+  return status.code === 410 || status.reason === "Expired" || status.reason === "Gone";
+}
+
+/**
+ * Keeps one kind of object in step with the API server. Call
+ * {@linkcode Reflector.start} once and {@linkcode Reflector.stop} to end it;
+ * {@linkcode Reflector.synced} resolves after the first complete LIST.
+ */
+export class Reflector<T extends KubeObject = KubeObject> {
+  readonly #client: ReflectorClient;
+  readonly #resource: Resource;
+  readonly #namespace: string | undefined;
+  readonly #fieldSelector: string | undefined;
+  readonly #labelSelector: string | undefined;
+  readonly #onEvent: (event: ReflectorEvent<T>) => void;
+  readonly #logger: Logger;
+  readonly #pageSize: number;
+  readonly #timeoutRange: readonly [number, number];
+  readonly #healthyAfterMs: number;
+  readonly #minWatchMs: number;
+  readonly #graceMs: number;
+  readonly #random: () => number;
+  readonly #timers: ReflectorTimers;
+  readonly #redact: boolean;
+  readonly #backoff: Backoff;
+  readonly #abort = new AbortController();
+  readonly #synced: Promise<void>;
+  #resolveSynced!: () => void;
+  #loop: Promise<void> | undefined;
+
+  #resourceVersion = "";
+  #isSynced = false;
+  #watching = false;
+  #lastSyncTime: number | undefined;
+  #lastEventTime: number | undefined;
+  #lists = 0;
+  #relists = 0;
+  #restarts = 0;
+  #watches = 0;
+  #events = 0;
+  #bookmarks = 0;
+  #malformed = 0;
+  #errors = 0;
+  #lastError: string | undefined;
+
+  constructor(options: ReflectorOptions<T>) {
+    this.#client = options.client;
+    this.#resource = options.resource;
+    this.#namespace = options.resource.namespaced ? options.namespace : undefined;
+    this.#fieldSelector = options.fieldSelector;
+    this.#labelSelector = options.labelSelector;
+    this.#onEvent = options.onEvent;
+    this.#pageSize = options.pageSize ?? 500;
+    this.#timeoutRange = options.watchTimeoutSeconds ?? [300, 600];
+    this.#healthyAfterMs = options.healthyAfterMs ?? 30_000;
+    this.#minWatchMs = options.minWatchMs ?? 1_000;
+    this.#graceMs = options.watchGraceMs ?? 60_000;
+    this.#random = options.random ?? Math.random;
+    this.#timers = options.timers ?? REAL_TIMERS;
+    this.#redact = options.redact ?? options.resource.kind === "Secret";
+    this.#backoff = new Backoff({ ...options.backoff, random: this.#random });
+    this.#logger = options.logger.with({
+      kind: options.resource.kind,
+      scope: this.#namespace ?? "",
+    });
+    this.#synced = new Promise((resolve) => this.#resolveSynced = resolve);
+  }
+
+  /** `Kind` or `Kind in namespace "ns"`, for logs and errors. */
+  get description(): string {
+    return this.#namespace === undefined
+      ? this.#resource.kind
+      : `${this.#resource.kind} in namespace "${this.#namespace}"`;
+  }
+
+  /** Resolves once the first LIST has been delivered. Stays pending if stopped before. */
+  get synced(): Promise<void> {
+    return this.#synced;
+  }
+
+  /** Counters and state as of now. */
+  get status(): ReflectorStatus {
+    return {
+      kind: this.#resource.kind,
+      namespace: this.#namespace,
+      synced: this.#isSynced,
+      lastSyncTime: this.#lastSyncTime,
+      lastEventTime: this.#lastEventTime,
+      resourceVersion: this.#resourceVersion,
+      watching: this.#watching,
+      lists: this.#lists,
+      relists: this.#relists,
+      restarts: this.#restarts,
+      watches: this.#watches,
+      events: this.#events,
+      bookmarks: this.#bookmarks,
+      malformed: this.#malformed,
+      errors: this.#errors,
+      lastError: this.#lastError,
+    };
+  }
+
+  /** Starts the list-and-watch loop (once). */
+  start(): void {
+    if (this.#loop !== undefined || this.#abort.signal.aborted) return;
+    this.#loop = this.#run().catch((error) => {
+      // The loop handles every failure itself; reaching here is a bug.
+      this.#logger.error("Cannot keep watching {kind}: the loop ended unexpectedly: {error}", {
+        error: errorText(error),
+      });
+    });
+  }
+
+  /** Ends the loop: aborts any open request or wait and resolves when nothing is left running. */
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#abort.signal;
+    let listed = false;
+    let goneInARow = 0;
+    while (!signal.aborted) {
+      if (!listed) {
+        try {
+          await this.#list(signal);
+          listed = true;
+        } catch (error) {
+          if (signal.aborted) return;
+          this.#fail(`Cannot list ${this.description}`, error);
+          await this.#timers.sleep(this.#backoff.next(), signal);
+          continue;
+        }
+      }
+      const outcome = await this.#watch(signal);
+      if (outcome.kind === "stopped" || signal.aborted) return;
+      if (outcome.healthy) this.#backoff.reset();
+      switch (outcome.kind) {
+        case "ended":
+          goneInARow = 0;
+          // A clean end is the server's timeout: resume at once, unless it
+          // came so soon that something is cutting streams short.
+          if (!outcome.healthy) await this.#timers.sleep(this.#backoff.next(), signal);
+          break;
+        case "gone":
+          listed = false;
+          this.#relists++;
+          this.#logger.info(
+            "Listing {kind} again: resourceVersion {resourceVersion} has expired ({reason})",
+            { resourceVersion: this.#resourceVersion, reason: outcome.reason },
+          );
+          // Twice in a row without a healthy watch in between: pace it.
+          if (++goneInARow > 1 && !outcome.healthy) {
+            await this.#timers.sleep(this.#backoff.next(), signal);
+          }
+          break;
+        case "failed":
+          goneInARow = 0;
+          this.#restarts++;
+          this.#fail(`Cannot watch ${this.description}`, outcome.error);
+          await this.#timers.sleep(this.#backoff.next(), signal);
+          break;
+      }
+    }
+  }
+
+  #fail(action: string, error: unknown): void {
+    this.#errors++;
+    const detail = errorText(error);
+    this.#lastError = `${action}: ${detail}`;
+    this.#logger.warn("{action}: {error}; retrying after a backoff", { action, error: detail });
+  }
+
+  async #list(signal: AbortSignal): Promise<void> {
+    const items: T[] = [];
+    let token = "";
+    let resourceVersion = "";
+    let restarts = 0;
+    while (true) {
+      let page;
+      try {
+        page = await this.#client.list<T>(this.#resource, {
+          namespace: this.#namespace,
+          fieldSelector: this.#fieldSelector,
+          labelSelector: this.#labelSelector,
+          limit: this.#pageSize,
+          continue: token === "" ? undefined : token,
+          signal,
+        });
+      } catch (error) {
+        // Kubernetes API concepts, "Retrieving large results sets in chunks":
+        // a continue token expires (410) once its resourceVersion is
+        // compacted; the client must list again from the start.
+        if (
+          token !== "" && error instanceof KubeApiError && error.isGone &&
+          restarts < MAX_LIST_RESTARTS
+        ) {
+          restarts++;
+          this.#relists++;
+          this.#logger.info("Listing {kind} again from the start: the continue token expired", {});
+          items.length = 0;
+          token = "";
+          continue;
+        }
+        throw error;
+      }
+      for (const item of page.items) {
+        if (this.#validObject(item, "list")) items.push(item);
+      }
+      resourceVersion = page.resourceVersion;
+      token = page.continue;
+      if (token === "") break;
+    }
+    if (signal.aborted) return;
+    this.#deliver({ type: "replace", namespace: this.#namespace, items });
+    this.#resourceVersion = resourceVersion;
+    this.#lists++;
+    this.#lastSyncTime = this.#timers.now();
+    this.#logger.debug("Listed {count} {kind} at resourceVersion {resourceVersion}", {
+      count: items.length,
+      resourceVersion,
+    });
+    if (!this.#isSynced) {
+      this.#isSynced = true;
+      this.#resolveSynced();
+    }
+  }
+
+  /** Hands an event downstream; a throwing consumer leaves the copy in doubt, so that is a relist. */
+  #deliver(event: ReflectorEvent<T>): void {
+    try {
+      this.#onEvent(event);
+    } catch (error) {
+      throw new ConsumerError(error);
+    }
+  }
+
+  async #watch(signal: AbortSignal): Promise<WatchOutcome> {
+    const started = this.#timers.now();
+    const [min, max] = this.#timeoutRange;
+    const timeoutSeconds = Math.round(min + (max - min) * this.#random());
+    // Our own deadline, past the server's: a half-open connection never ends by itself.
+    const request = new AbortController();
+    const deadline = new AbortController();
+    const cancel = () => request.abort();
+    signal.addEventListener("abort", cancel, { once: true });
+    let expired = false;
+    const deadlineDone = this.#timers.sleep(timeoutSeconds * 1000 + this.#graceMs, deadline.signal)
+      .then(() => {
+        if (deadline.signal.aborted) return;
+        expired = true;
+        request.abort();
+      });
+    const healthy = () => this.#timers.now() - started >= this.#healthyAfterMs;
+    let sawEvent = false;
+    this.#watches++;
+    this.#watching = true;
+    try {
+      const stream = this.#client.watch<T>(this.#resource, {
+        namespace: this.#namespace,
+        fieldSelector: this.#fieldSelector,
+        labelSelector: this.#labelSelector,
+        resourceVersion: this.#resourceVersion,
+        allowWatchBookmarks: true,
+        timeoutSeconds,
+        signal: request.signal,
+      });
+      for await (const item of stream) {
+        switch (item.type) {
+          case "ADDED":
+          case "MODIFIED":
+          case "DELETED": {
+            if (!this.#validObject(item.object, "watch")) break;
+            this.#deliver(
+              item.type === "DELETED"
+                ? { type: "delete", object: item.object }
+                : { type: "upsert", object: item.object },
+            );
+            this.#events++;
+            sawEvent = true;
+            this.#lastEventTime = this.#timers.now();
+            const rv = item.object.metadata?.resourceVersion;
+            if (typeof rv === "string" && rv !== "") this.#resourceVersion = rv;
+            break;
+          }
+          case "BOOKMARK": {
+            const rv = item.object.metadata?.resourceVersion;
+            if (typeof rv === "string" && rv !== "") {
+              this.#resourceVersion = rv;
+              this.#bookmarks++;
+              sawEvent = true;
+              this.#lastEventTime = this.#timers.now();
+            } else {
+              this.#countMalformed("a BOOKMARK without a resourceVersion", undefined);
+            }
+            break;
+          }
+          case "ERROR":
+            if (isGoneStatus(item.object)) {
+              return {
+                kind: "gone",
+                healthy: sawEvent || healthy(),
+                reason: item.object.message ?? "410",
+              };
+            }
+            return {
+              kind: "failed",
+              healthy: healthy(),
+              error: `the server sent an ERROR event: ${
+                item.object.message ?? `code ${item.object.code ?? "unknown"}`
+              }`,
+            };
+          case "MALFORMED":
+            this.#countMalformed(item.error, item.line);
+            break;
+        }
+      }
+      if (expired) {
+        return { kind: "failed", healthy: healthy(), error: "the stream outlived its deadline" };
+      }
+      // A clean end is healthy when it looks like the server's own timeout:
+      // not instant, and after news or at least half the time asked for.
+      const lasted = this.#timers.now() - started;
+      const onSchedule = lasted >= Math.min(this.#healthyAfterMs, timeoutSeconds * 500);
+      return {
+        kind: "ended",
+        healthy: lasted >= this.#minWatchMs && (sawEvent || onSchedule),
+      };
+    } catch (error) {
+      if (signal.aborted) return { kind: "stopped", healthy: false };
+      if (error instanceof ConsumerError) {
+        this.#logger.error("Cannot apply a change of {kind}: {error}; listing again", {
+          error: errorText(error.cause),
+        });
+        return { kind: "gone", healthy: false, reason: "the consumer failed" };
+      }
+      if (error instanceof KubeApiError && error.isGone) {
+        return { kind: "gone", healthy: false, reason: error.message };
+      }
+      const detail = expired ? "the stream outlived its deadline" : errorText(error);
+      return { kind: "failed", healthy: healthy(), error: detail };
+    } finally {
+      this.#watching = false;
+      signal.removeEventListener("abort", cancel);
+      deadline.abort();
+      request.abort();
+      await deadlineDone;
+    }
+  }
+
+  /** Checks that an object can be keyed; logs and counts it otherwise. */
+  #validObject(object: T, where: "list" | "watch"): boolean {
+    const metadata = object?.metadata;
+    const name = metadata?.name;
+    const namespace = metadata?.namespace;
+    let problem: string | undefined;
+    if (typeof name !== "string" || name === "") problem = "metadata.name is missing";
+    else if (this.#resource.namespaced && (typeof namespace !== "string" || namespace === "")) {
+      problem = "metadata.namespace is missing";
+    } else if (where === "watch" && typeof metadata?.resourceVersion !== "string") {
+      problem = "metadata.resourceVersion is missing";
+    }
+    if (problem === undefined) return true;
+    this.#malformed++;
+    this.#logger.warn("Cannot use a {kind} from the {where}: {problem}; skipped", {
+      where,
+      problem,
+      namespace: typeof namespace === "string" ? namespace : "",
+      name: typeof name === "string" ? name : "",
+    });
+    return false;
+  }
+
+  #countMalformed(error: string, line: string | undefined): void {
+    this.#malformed++;
+    const properties: Record<string, unknown> = { error: this.#redact ? "(redacted)" : error };
+    if (line !== undefined) {
+      properties.line = this.#redact ? `(${line.length} characters, redacted)` : line;
+    }
+    this.#logger.warn("Cannot read a watch event of {kind}: {error}; skipped", properties);
+  }
+}
+
+/** A consumer of reflector events threw; carried out of the stream loop to force a relist. */
+class ConsumerError extends Error {
+  constructor(cause: unknown) {
+    super(`The consumer of reflector events failed: ${errorText(cause)}`, { cause });
+    this.name = "ConsumerError";
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * The Kubernetes API as a source of objects: one {@linkcode Reflector} per
+ * kind (Ingress, IngressClass, Service, EndpointSlice, Secret), or, with
+ * `--watch-namespace a,b`, one per namespace for each namespaced kind.
+ * Secrets are listed with the field selector `type=kubernetes.io/tls`.
+ *
+ * When namespaces are limited, the `--default-ssl-certificate` Secret and the
+ * `--default-backend-service` Service (with its EndpointSlices) may live
+ * elsewhere: each gets a reflector pinned to just that object.
+ *
+ * Owns which reflectors exist and where their events go. Knows nothing about
+ * what the objects mean.
+ *
+ * @module
+ */
+import type { Logger } from "../log/logging.ts";
+import type { KubeObject } from "../k8s/kube_client.ts";
+import {
+  Reflector,
+  type ReflectorClient,
+  type ReflectorEvent,
+  type ReflectorOptions,
+} from "../k8s/reflector.ts";
+import {
+  ENDPOINT_SLICES,
+  INGRESS_CLASSES,
+  INGRESSES,
+  type Resource,
+  SECRETS,
+  SERVICES,
+} from "../k8s/resources.ts";
+import type { Kind } from "../store/matters.ts";
+import { parseObjectRefOption } from "../translate/option_refs.ts";
+import type { KubeSourceStatus, ObjectSource, StoreWriter } from "./source.ts";
+
+/** The field selector of the Secrets Sluice reads. */
+export const TLS_SECRET_SELECTOR = "type=kubernetes.io/tls";
+
+/** One reflector to run. */
+export interface ReflectorPlan {
+  readonly kind: Kind;
+  readonly resource: Resource;
+  /** Undefined: all namespaces (or cluster-scoped). */
+  readonly namespace?: string;
+  readonly fieldSelector?: string;
+  readonly labelSelector?: string;
+}
+
+/** Options of {@linkcode planReflectors}. */
+export interface PlanOptions {
+  /** `--watch-namespace`; empty or absent for all namespaces. */
+  readonly watchNamespaces?: readonly string[] | undefined;
+  readonly defaultSslCertificate?: string | undefined;
+  readonly defaultBackendService?: string | undefined;
+}
+
+const NAMESPACED: readonly [Kind, Resource, string | undefined][] = [
+  ["Ingress", INGRESSES, undefined],
+  ["Service", SERVICES, undefined],
+  ["EndpointSlice", ENDPOINT_SLICES, undefined],
+  ["Secret", SECRETS, TLS_SECRET_SELECTOR],
+];
+
+/** Which reflectors to run for the given namespaces and options. */
+export function planReflectors(options: PlanOptions = {}): ReflectorPlan[] {
+  const namespaces = [...new Set((options.watchNamespaces ?? []).filter((n) => n !== ""))].sort();
+  const plans: ReflectorPlan[] = [{ kind: "IngressClass", resource: INGRESS_CLASSES }];
+  const selector = (fieldSelector: string | undefined) =>
+    fieldSelector === undefined ? {} : { fieldSelector };
+  if (namespaces.length === 0) {
+    for (const [kind, resource, fieldSelector] of NAMESPACED) {
+      plans.push({ kind, resource, ...selector(fieldSelector) });
+    }
+    return plans;
+  }
+  for (const [kind, resource, fieldSelector] of NAMESPACED) {
+    for (const namespace of namespaces) {
+      plans.push({ kind, resource, namespace, ...selector(fieldSelector) });
+    }
+  }
+  const secret = options.defaultSslCertificate === undefined
+    ? undefined
+    : parseObjectRefOption(options.defaultSslCertificate);
+  if (secret !== undefined && !namespaces.includes(secret.namespace)) {
+    plans.push({
+      kind: "Secret",
+      resource: SECRETS,
+      namespace: secret.namespace,
+      fieldSelector: `${TLS_SECRET_SELECTOR},metadata.name=${secret.name}`,
+    });
+  }
+  const service = options.defaultBackendService === undefined
+    ? undefined
+    : parseObjectRefOption(options.defaultBackendService, { allowPort: true });
+  if (service !== undefined && !namespaces.includes(service.namespace)) {
+    plans.push({
+      kind: "Service",
+      resource: SERVICES,
+      namespace: service.namespace,
+      fieldSelector: `metadata.name=${service.name}`,
+    });
+    plans.push({
+      kind: "EndpointSlice",
+      resource: ENDPOINT_SLICES,
+      namespace: service.namespace,
+      labelSelector: `kubernetes.io/service-name=${service.name}`,
+    });
+  }
+  return plans;
+}
+
+/** Reflector settings shared by every reflector of a source (tests shorten them). */
+export type ReflectorTuning = Partial<
+  Pick<
+    ReflectorOptions,
+    | "pageSize"
+    | "watchTimeoutSeconds"
+    | "healthyAfterMs"
+    | "minWatchMs"
+    | "watchGraceMs"
+    | "backoff"
+    | "random"
+    | "timers"
+  >
+>;
+
+/** Options of {@linkcode KubeSource}. */
+export interface KubeSourceOptions extends PlanOptions {
+  readonly client: ReflectorClient;
+  readonly logger: Logger;
+  readonly reflector?: ReflectorTuning;
+}
+
+/** Objects from the Kubernetes API, kept current by reflectors. */
+export class KubeSource implements ObjectSource {
+  readonly name = "kubernetes";
+  readonly #options: KubeSourceOptions;
+  readonly #plans: ReflectorPlan[];
+  #reflectors: Reflector[] = [];
+  #synced: Promise<void>;
+  #resolveSynced!: () => void;
+  #isSynced = false;
+  #started = false;
+
+  constructor(options: KubeSourceOptions) {
+    this.#options = options;
+    this.#plans = planReflectors(options);
+    this.#synced = new Promise((resolve) => this.#resolveSynced = resolve);
+  }
+
+  /** The reflectors this source runs. */
+  get plans(): readonly ReflectorPlan[] {
+    return this.#plans;
+  }
+
+  get synced(): Promise<void> {
+    return this.#synced;
+  }
+
+  get isSynced(): boolean {
+    return this.#isSynced;
+  }
+
+  start(writer: StoreWriter): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#reflectors = this.#plans.map((plan) => {
+      const deliver = (event: ReflectorEvent<KubeObject>) => {
+        switch (event.type) {
+          case "replace":
+            writer.replace(plan.kind, event.items, { namespace: event.namespace });
+            break;
+          case "upsert":
+            writer.upsert(plan.kind, event.object);
+            break;
+          case "delete":
+            writer.delete(plan.kind, event.object);
+            break;
+        }
+      };
+      return new Reflector<KubeObject>({
+        ...this.#options.reflector,
+        client: this.#options.client,
+        resource: plan.resource,
+        namespace: plan.namespace,
+        fieldSelector: plan.fieldSelector,
+        labelSelector: plan.labelSelector,
+        logger: this.#options.logger,
+        onEvent: deliver,
+      });
+    });
+    for (const reflector of this.#reflectors) reflector.start();
+    void Promise.all(this.#reflectors.map((r) => r.synced)).then(() => {
+      this.#isSynced = true;
+      this.#options.logger.info("Listed every kind: {reflectors} reflectors in sync", {
+        reflectors: this.#reflectors.length,
+      });
+      this.#resolveSynced();
+    });
+  }
+
+  status(): KubeSourceStatus {
+    return {
+      type: "kubernetes",
+      synced: this.#isSynced,
+      reflectors: this.#reflectors.map((r) => r.status),
+    };
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.#reflectors.map((r) => r.stop()));
+  }
+}

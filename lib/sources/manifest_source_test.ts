@@ -1,0 +1,237 @@
+import { join } from "node:path";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertStringIncludes,
+} from "../../tests/support/assert.ts";
+import { waitFor, within } from "../../tests/support/wait.ts";
+import { captureLogs } from "../control/_test_logs.ts";
+import { ObjectStore } from "../store/object_store.ts";
+import { Controller } from "../control/controller.ts";
+import { createCertificateInspector } from "../tls/certificate_inspector.ts";
+import { translate } from "../translate/translate.ts";
+import type { Translation } from "../translate/translation.ts";
+import { ManifestSource } from "./manifest_source.ts";
+
+const SERVICE_A = `kind: Service
+metadata: {name: a, namespace: shop}
+spec: {ports: [{port: 80}]}
+`;
+const SERVICE_B = `kind: Service
+metadata: {name: b, namespace: shop}
+spec: {ports: [{port: 80}]}
+`;
+
+async function withDirectory(
+  fn: (dir: string) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-manifests-" });
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function names(store: ObjectStore): string[] {
+  return store.list("Service").map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`).sort();
+}
+
+Deno.test("ManifestSource loads .yaml and .yml files and ignores others", async () => {
+  await withDirectory(async (dir) => {
+    await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A);
+    await Deno.writeTextFile(join(dir, "b.yml"), SERVICE_B);
+    await Deno.writeTextFile(join(dir, "c.json"), "{}");
+    await Deno.writeTextFile(join(dir, ".hidden.yaml"), SERVICE_A.replace("name: a", "name: h"));
+    using logs = captureLogs();
+    const store = new ObjectStore();
+    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
+    source.start(store);
+    await within(5_000, "the first load", source.synced);
+    assertEquals(names(store), ["shop/a", "shop/b"]);
+    assertEquals(source.status().files, 2);
+    await source.stop();
+  });
+});
+
+Deno.test("ManifestSource reloads when a file changes, appears or disappears", async () => {
+  await withDirectory(async (dir) => {
+    await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A);
+    using logs = captureLogs();
+    const store = new ObjectStore();
+    const source = new ManifestSource({ directory: dir, logger: logs.logger, debounceMs: 20 });
+    source.start(store);
+    await within(5_000, "the first load", source.synced);
+    assertEquals(names(store), ["shop/a"]);
+
+    await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_B);
+    await waitFor("b to appear", () => names(store).includes("shop/b"));
+
+    await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A.replace("name: a", "name: a2"));
+    await waitFor("a renamed to a2", () => names(store).join() === "shop/a2,shop/b");
+
+    await Deno.remove(join(dir, "b.yaml"));
+    await waitFor("b to go", () => names(store).join() === "shop/a2");
+    await source.stop();
+  });
+});
+
+Deno.test("ManifestSource keeps a broken file's last good objects and reports its path and line", async () => {
+  await withDirectory(async (dir) => {
+    const path = join(dir, "a.yaml");
+    await Deno.writeTextFile(path, SERVICE_A);
+    await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_B);
+    using logs = captureLogs();
+    const store = new ObjectStore();
+    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
+    source.start(store);
+    await within(5_000, "the first load", source.synced);
+
+    await Deno.writeTextFile(path, `${SERVICE_A}---\nkind: Service\nmetadata: {name: [broken\n`);
+    await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_B.replace("port: 80", "port: 81"));
+    await source.reload();
+    assertEquals(names(store), ["shop/a", "shop/b"]);
+    assertEquals(source.status().failedFiles, [path]);
+    // The good file's change was taken.
+    assertEquals(
+      (store.get("Service", "shop/b") as { spec: { ports: { port: number }[] } }).spec.ports[0]!
+        .port,
+      81,
+    );
+    const error = logs.lines().find((l) => l.startsWith("error:"));
+    assert(error !== undefined, `no error logged: ${logs.lines().join("\n")}`);
+    assertStringIncludes(error, path);
+    // The parser notices the unclosed "[" at the end of the file.
+    assertMatch(error, /line [67], column \d+: Flow sequence/);
+
+    await Deno.writeTextFile(path, SERVICE_B.replace("name: b", "name: c"));
+    await source.reload();
+    assertEquals(names(store), ["shop/b", "shop/c"]);
+    assertEquals(source.status().failedFiles, []);
+    await source.stop();
+  });
+});
+
+Deno.test("ManifestSource reports objects of unknown kinds and skips them", async () => {
+  await withDirectory(async (dir) => {
+    await Deno.writeTextFile(
+      join(dir, "mixed.yaml"),
+      `kind: ConfigMap\nmetadata: {name: cm}\n---\n${SERVICE_A}`,
+    );
+    using logs = captureLogs();
+    const store = new ObjectStore();
+    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
+    source.start(store);
+    await within(5_000, "the first load", source.synced);
+    assertEquals(names(store), ["shop/a"]);
+    assertEquals(source.status().skippedDocuments, 1);
+    assert(logs.lines().some((l) => l.includes("ConfigMap") && l.includes("mixed.yaml")));
+    await source.stop();
+  });
+});
+
+Deno.test("ManifestSource waits for a missing directory and loads it once it exists", async () => {
+  await withDirectory(async (parent) => {
+    const dir = join(parent, "later");
+    using logs = captureLogs();
+    const store = new ObjectStore();
+    const source = new ManifestSource({
+      directory: dir,
+      logger: logs.logger,
+      retryMs: 20,
+      debounceMs: 20,
+    });
+    source.start(store);
+    await waitFor(
+      "an error about the directory",
+      () => logs.lines().some((l) => l.startsWith("error:")),
+    );
+    assert(!source.isSynced);
+    await Deno.mkdir(dir);
+    await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A);
+    await within(5_000, "the first load", source.synced);
+    assertEquals(names(store), ["shop/a"]);
+    await source.stop();
+  });
+});
+
+Deno.test("ManifestSource feeds a Controller: routes published, a broken file keeps the last good ones", async () => {
+  await withDirectory(async (dir) => {
+    const path = join(dir, "site.yaml");
+    const site = (host: string) =>
+      `kind: IngressClass
+metadata: {name: sluice}
+spec: {controller: sluice.dev/ingress-controller}
+---
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec:
+  ingressClassName: sluice
+  rules:
+  - host: ${host}
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+`;
+    await Deno.writeTextFile(path, site("a.test"));
+    using logs = captureLogs();
+    const published: Translation[] = [];
+    const controller = new Controller({
+      sources: [new ManifestSource({ directory: dir, logger: logs.logger, debounceMs: 20 })],
+      settings: {},
+      inspectCertificate: createCertificateInspector(),
+      publish: (t) => {
+        published.push(t);
+      },
+      logger: logs.logger,
+    });
+    controller.start();
+    try {
+      await within(5_000, "readiness", controller.whenReady);
+      assertEquals(published.at(-1)?.routes.map((r) => r.host), ["a.test"]);
+
+      await Deno.writeTextFile(path, site("b.test"));
+      await waitFor("b.test", () => published.at(-1)?.routes[0]?.host === "b.test");
+
+      const count = published.length;
+      await Deno.writeTextFile(path, `${site("c.test")}  - {broken: [\n`);
+      await waitFor(
+        "the parse error",
+        () => logs.lines().some((l) => l.includes("Cannot load manifest")),
+      );
+      assertEquals(published.length, count);
+      assertEquals(controller.published?.routes.map((r) => r.host), ["b.test"]);
+    } finally {
+      await controller.stop();
+    }
+  });
+});
+
+Deno.test("ManifestSource loads the example manifests without a problem", async () => {
+  using logs = captureLogs();
+  const store = new ObjectStore();
+  const directory = new URL("../../examples/manifests/", import.meta.url).pathname;
+  const source = new ManifestSource({ directory, logger: logs.logger, watch: false });
+  source.start(store);
+  await within(5_000, "the first load", source.synced);
+  await source.stop();
+  const status = source.status();
+  assertEquals([status.failedFiles, status.skippedDocuments], [[], 0]);
+  const translation = translate(store.objects(), {
+    now: Date.now(),
+    inspectCertificate: createCertificateInspector(),
+  });
+  assertEquals(
+    translation.routes.map((r) => `${r.host}${r.path} ${r.pathType} ${r.backend}`),
+    [
+      "*.apps.localhost/ Prefix demo/apps:80",
+      "secure.localhost/ Prefix demo/web:http",
+      "shop.localhost/ Prefix demo/web:http",
+      "shop.localhost/api/health Exact demo/api:http",
+    ],
+  );
+  assert(translation.backends.every((b) => b.endpoints.length === 1));
+  // Only the Secret the demo generates is missing.
+  assertEquals(translation.issues.map((i) => `${i.namespace}/${i.name}`), ["demo/secure"]);
+});

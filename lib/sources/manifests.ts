@@ -1,0 +1,136 @@
+/**
+ * Reading Kubernetes objects from the text of one YAML manifest file: every
+ * document (`---`), `kind: List` flattened, only the kinds Sluice reads.
+ * Pure: text in, objects and problems out; no file system.
+ *
+ * Parse errors carry their line and column (1-based) and a message without
+ * the quoted source text (a broken Secret must not end up in a log).
+ *
+ * @module
+ */
+import { parseAllDocuments } from "yaml";
+import type { KubeObject } from "../k8s/objects.ts";
+import { isNamespaced, type Kind, KINDS } from "../store/matters.ts";
+
+/** An object read from a manifest. */
+export interface ManifestObject {
+  readonly kind: Kind;
+  readonly object: KubeObject;
+}
+
+/** The result of reading one file. */
+export type ManifestParse =
+  | {
+    readonly ok: true;
+    readonly objects: readonly ManifestObject[];
+    /** Documents skipped, each with why (`Cannot use document 2 (line 14): …`). */
+    readonly problems: readonly string[];
+  }
+  | {
+    readonly ok: false;
+    readonly line: number;
+    readonly column: number;
+    readonly message: string;
+  };
+
+/** The Secret type Sluice reads, as in the cluster (where the field selector filters it). */
+const TLS_SECRET_TYPE = "kubernetes.io/tls";
+
+function firstLine(message: string): string {
+  const line = message.split("\n", 1)[0] ?? "";
+  return line.replace(/ at line \d+, column \d+:?$/, "");
+}
+
+function lineOf(text: string, offset: number | undefined): number {
+  if (offset === undefined) return 1;
+  let line = 1;
+  for (let i = 0; i < offset && i < text.length; i++) if (text.charCodeAt(i) === 10) line++;
+  return line;
+}
+
+/**
+ * Reads every document of a manifest. Namespaced objects without a namespace
+ * go to `default`, as `kubectl apply` would put them.
+ */
+export function parseManifest(text: string): ManifestParse {
+  // An empty stream comes back as an empty array.
+  const list = [...parseAllDocuments(text, { prettyErrors: true })];
+  for (const document of list) {
+    const error = document.errors[0];
+    if (error !== undefined) {
+      const pos = error.linePos?.[0];
+      return {
+        ok: false,
+        line: pos?.line ?? lineOf(text, error.pos[0]),
+        column: pos?.col ?? 1,
+        message: firstLine(error.message),
+      };
+    }
+  }
+  const objects: ManifestObject[] = [];
+  const problems: string[] = [];
+  list.forEach((document, index) => {
+    const line = lineOf(text, document.contents?.range?.[0] ?? document.range[0]);
+    const where = `document ${index + 1} (line ${line})`;
+    let value: unknown;
+    try {
+      value = document.toJS({ maxAliasCount: 100 });
+    } catch (error) {
+      problems.push(
+        `Cannot read ${where}: ${
+          firstLine(error instanceof Error ? error.message : String(error))
+        }`,
+      );
+      return;
+    }
+    if (value === null || value === undefined) return;
+    collect(value, where, objects, problems);
+  });
+  return { ok: true, objects, problems };
+}
+
+function collect(
+  value: unknown,
+  where: string,
+  objects: ManifestObject[],
+  problems: string[],
+): void {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    problems.push(`Cannot use ${where}: it is not an object`);
+    return;
+  }
+  const object = value as KubeObject & { items?: unknown };
+  if (object.kind === "List") {
+    const items = Array.isArray(object.items) ? object.items : [];
+    items.forEach((item, i) => collect(item, `item ${i + 1} of ${where}`, objects, problems));
+    return;
+  }
+  const kind = object.kind;
+  if (typeof kind !== "string" || !KINDS.includes(kind as Kind)) {
+    problems.push(
+      `Cannot use ${where}: kind ${JSON.stringify(kind ?? null)} is not one Sluice reads (${
+        KINDS.join(", ")
+      }); skipped`,
+    );
+    return;
+  }
+  const name = object.metadata?.name;
+  if (typeof name !== "string" || name === "") {
+    problems.push(`Cannot use ${kind} in ${where}: metadata.name is missing; skipped`);
+    return;
+  }
+  if (kind === "Secret" && (object as { type?: unknown }).type !== TLS_SECRET_TYPE) {
+    problems.push(
+      `Cannot use Secret "${name}" in ${where}: type must be "${TLS_SECRET_TYPE}"; skipped`,
+    );
+    return;
+  }
+  let result = object;
+  if (isNamespaced(kind as Kind)) {
+    const namespace = object.metadata?.namespace;
+    if (typeof namespace !== "string" || namespace === "") {
+      result = { ...object, metadata: { ...object.metadata, namespace: "default" } };
+    }
+  }
+  objects.push({ kind: kind as Kind, object: result });
+}
