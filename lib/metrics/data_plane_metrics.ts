@@ -1,0 +1,138 @@
+/**
+ * The data plane's Prometheus metrics, one set per serving worker: requests
+ * by Ingress, rule host, status class and method; request durations;
+ * upstream connect errors and retries; open connections and WebSockets.
+ *
+ * Label values come from the routing table (the Ingress `namespace/name`
+ * and the rule's host as written), never from what a client sent, so a
+ * hostile client cannot grow the number of series. Knows nothing of how
+ * requests are served.
+ *
+ * @module
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** Methods kept as label values; anything else is counted as `OTHER`. */
+const METHODS = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+  "CONNECT",
+  "TRACE",
+]);
+
+/** Request duration buckets, seconds: 1 ms to 60 s. */
+export const DURATION_BUCKETS: readonly number[] = [
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+  60,
+];
+
+/** What one finished request contributes. */
+export interface RequestObservation {
+  /** `namespace/name` of the matched Ingress; empty when nothing matched or Sluice answered itself. */
+  readonly ingress: string;
+  /** The matched rule's host as written; empty for rules without host or no match. */
+  readonly host: string;
+  readonly method: string;
+  readonly status: number;
+  readonly durationSeconds: number;
+}
+
+/** The data plane's metrics and the registry that exposes them. */
+export class DataPlaneMetrics {
+  readonly registry: Registry;
+  readonly #requests: Counter<"ingress" | "host" | "status" | "method">;
+  readonly #duration: Histogram<"ingress" | "host">;
+  readonly #connectErrors: Counter<"backend">;
+  readonly #retries: Counter<"backend">;
+  readonly #connections: Gauge<"listener">;
+  readonly #websockets: Gauge;
+
+  constructor(registry: Registry = new Registry()) {
+    this.registry = registry;
+    const registers = [registry];
+    this.#requests = new Counter({
+      name: "sluice_requests_total",
+      help: "Requests answered, by Ingress (namespace/name), rule host, status class and method",
+      labelNames: ["ingress", "host", "status", "method"],
+      registers,
+    });
+    this.#duration = new Histogram({
+      name: "sluice_request_duration_seconds",
+      help: "Time from request to response headers, by Ingress and rule host",
+      labelNames: ["ingress", "host"],
+      buckets: [...DURATION_BUCKETS],
+      registers,
+    });
+    this.#connectErrors = new Counter({
+      name: "sluice_upstream_connect_errors_total",
+      help: "Failed connections to backend endpoints, by backend (namespace/service:port)",
+      labelNames: ["backend"],
+      registers,
+    });
+    this.#retries = new Counter({
+      name: "sluice_upstream_retries_total",
+      help: "Requests retried on another endpoint after a connection failure, by backend",
+      labelNames: ["backend"],
+      registers,
+    });
+    this.#connections = new Gauge({
+      name: "sluice_active_connections",
+      help: "Open client connections, by listener (http, https)",
+      labelNames: ["listener"],
+      registers,
+    });
+    this.#websockets = new Gauge({
+      name: "sluice_active_websockets",
+      help: "WebSocket connections being relayed",
+      registers,
+    });
+  }
+
+  /** Counts a finished request. */
+  request(o: RequestObservation): void {
+    const method = METHODS.has(o.method) ? o.method : "OTHER";
+    this.#requests.inc({ ingress: o.ingress, host: o.host, status: statusClass(o.status), method });
+    this.#duration.observe({ ingress: o.ingress, host: o.host }, o.durationSeconds);
+  }
+
+  connectError(backend: string): void {
+    this.#connectErrors.inc({ backend });
+  }
+
+  retry(backend: string): void {
+    this.#retries.inc({ backend });
+  }
+
+  /** `+1` when a connection opens, `-1` when it closes. */
+  connection(listener: "http" | "https", delta: 1 | -1): void {
+    this.#connections.inc({ listener }, delta);
+  }
+
+  /** `+1` when a relay starts, `-1` when it ends. */
+  websocket(delta: 1 | -1): void {
+    this.#websockets.inc(delta);
+  }
+}
+
+/** `200` → `2xx`. */
+export function statusClass(status: number): string {
+  return status >= 100 && status < 600 ? `${Math.floor(status / 100)}xx` : "other";
+}
