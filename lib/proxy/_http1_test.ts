@@ -1,0 +1,117 @@
+import { deepStrictEqual as assertEquals, throws } from "node:assert/strict";
+import {
+  decodeLatin1,
+  encodeRequestHead,
+  findHeadEnd,
+  parseChunkSize,
+  parseContentLength,
+  parseResponseHead,
+  UpstreamProtocolError,
+} from "./_http1.ts";
+
+const bytes = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
+
+Deno.test("findHeadEnd() finds CRLF CRLF from any resume point and only there", () => {
+  const buf = bytes("HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody");
+  assertEquals(findHeadEnd(buf, 0, buf.length), 25);
+  assertEquals(findHeadEnd(buf, 20, buf.length), 25);
+  assertEquals(findHeadEnd(buf, 0, 24), -1);
+  assertEquals(findHeadEnd(bytes("HTTP/1.1 200 OK\nA: b\n\n"), 0, 22), -1);
+});
+
+Deno.test("parseResponseHead() keeps fields in order, case and duplicates", () => {
+  const head = parseResponseHead(
+    "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Mixed-Case: v\r\nset-cookie: b=2\r\nContent-Length: 3\r\n\r\n",
+  );
+  assertEquals(head.status, 200);
+  assertEquals(head.statusText, "OK");
+  assertEquals(head.headers, [
+    ["Set-Cookie", "a=1"],
+    ["X-Mixed-Case", "v"],
+    ["set-cookie", "b=2"],
+    ["Content-Length", "3"],
+  ]);
+  assertEquals(head.framing, "length");
+  assertEquals(head.contentLength, 3);
+  assertEquals(head.keepAlive, true);
+});
+
+Deno.test("parseResponseHead() decides framing and reuse per RFC 9112", () => {
+  const cases: [string, string, boolean][] = [
+    ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "chunked", true],
+    ["HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked \r\n\r\n", "chunked", true],
+    ["HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", "length", true],
+    ["HTTP/1.1 200 OK\r\n\r\n", "close", true],
+    ["HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", "length", false],
+    [
+      "HTTP/1.1 200 OK\r\nConnection: Keep-Alive, Close\r\nContent-Length: 1\r\n\r\n",
+      "length",
+      false,
+    ],
+    ["HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", "length", false],
+    ["HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", "length", true],
+    ["HTTP/1.1 204 No Content\r\n\r\n", "close", true],
+    ["HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", "length", true],
+  ];
+  for (const [text, framing, keepAlive] of cases) {
+    const head = parseResponseHead(text);
+    assertEquals([head.framing, head.keepAlive], [framing, keepAlive], text);
+  }
+});
+
+Deno.test("parseResponseHead() refuses what must not reach a client", () => {
+  const bad = [
+    "HTTP/1.1 abc OK\r\n\r\n",
+    "HTTP/2 200 OK\r\n\r\n",
+    "HTTP/1.1 099 Low\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Space : a\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Nul: a\0b\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Cr: a\rb\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nBad Name: a\r\n\r\n",
+  ];
+  for (const text of bad) {
+    throws(() => parseResponseHead(text), UpstreamProtocolError, JSON.stringify(text));
+  }
+});
+
+Deno.test("parseChunkSize() reads hex with extensions and refuses junk", () => {
+  assertEquals(parseChunkSize("1a"), 26);
+  assertEquals(parseChunkSize("FF;name=value"), 255);
+  assertEquals(parseChunkSize("0"), 0);
+  for (const bad of ["", "zz", "-1", "0x10", "1 2", "1234567890abc"]) {
+    throws(() => parseChunkSize(bad), UpstreamProtocolError, bad);
+  }
+});
+
+Deno.test("parseContentLength() accepts equal lists only", () => {
+  assertEquals(parseContentLength("42"), 42);
+  assertEquals(parseContentLength(" 7 , 7"), 7);
+  assertEquals(parseContentLength("7, 8"), undefined);
+  assertEquals(parseContentLength("+7"), undefined);
+  assertEquals(parseContentLength(""), undefined);
+  assertEquals(parseContentLength("9".repeat(16)), undefined);
+});
+
+Deno.test("encodeRequestHead() writes the target as UTF-8 and fields one byte per char", () => {
+  const head = encodeRequestHead("GET", "/caf\u00e9?q=1", [["Host", "a"], [
+    "X-Raw",
+    "\u00c3\u00a9\u00ff",
+  ]]);
+  const text = decodeLatin1(head, 0, head.length);
+  assertEquals(
+    text,
+    "GET /caf\u00c3\u00a9?q=1 HTTP/1.1\r\nHost: a\r\nX-Raw: \u00c3\u00a9\u00ff\r\n\r\n",
+  );
+  const ascii = encodeRequestHead("POST", "/x", [["A", "b"]]);
+  assertEquals(new TextDecoder().decode(ascii), "POST /x HTTP/1.1\r\nA: b\r\n\r\n");
+});

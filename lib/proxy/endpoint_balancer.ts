@@ -1,0 +1,94 @@
+/**
+ * Endpoint choice for one backend: round-robin over its ready endpoints, with
+ * passive health. An endpoint whose connect failed is skipped for a while
+ * (nginx's `max_fails=1 fail_timeout=10s`); when every endpoint is marked
+ * down they are tried anyway (failing open beats answering 503 for a blip).
+ *
+ * State (a cursor per backend key, a down-until time per endpoint) lives for
+ * the worker's lifetime and survives snapshot swaps; it is bounded by the
+ * number of backends and endpoints seen recently. The clock is passed in.
+ *
+ * @module
+ */
+
+import type { Backend, Endpoint } from "../routing/snapshot.ts";
+import { endpointKey } from "./upstream_pool.ts";
+
+export interface EndpointBalancerOptions {
+  /** How long an endpoint is skipped after a connect failure, in ms. Default 10,000. */
+  downForMs?: number;
+  /** Milliseconds clock. Default `performance.now`. */
+  now?: () => number;
+}
+
+const MAX_TRACKED = 4096;
+
+/** Round-robin with passive health; one per worker. */
+export class EndpointBalancer {
+  readonly downForMs: number;
+  #now: () => number;
+  #cursor = new Map<string, number>();
+  #downUntil = new Map<string, number>();
+
+  constructor(options: EndpointBalancerOptions = {}) {
+    this.downForMs = options.downForMs ?? 10_000;
+    this.#now = options.now ?? (() => performance.now());
+  }
+
+  /**
+   * The next endpoint to try for `backend`, skipping those in `tried` (by
+   * {@linkcode endpointKey}) and, while others remain, those marked down.
+   *
+   * @returns undefined when every endpoint has been tried.
+   */
+  choose(backend: Backend, tried?: ReadonlySet<string>): Endpoint | undefined {
+    const endpoints = backend.endpoints;
+    const n = endpoints.length;
+    if (n === 0) return undefined;
+    const start = this.#cursor.get(backend.key) ?? 0;
+    if (this.#cursor.size >= MAX_TRACKED && !this.#cursor.has(backend.key)) this.#cursor.clear();
+    this.#cursor.set(backend.key, (start + 1) % 1_000_000_007);
+    let fallback: Endpoint | undefined;
+    const now = this.#downUntil.size === 0 ? 0 : this.#now();
+    for (let i = 0; i < n; i++) {
+      const endpoint = endpoints[(start + i) % n] as Endpoint;
+      if (tried === undefined && this.#downUntil.size === 0) return endpoint;
+      const key = endpointKey(endpoint);
+      if (tried !== undefined && tried.has(key)) continue;
+      const until = this.#downUntil.get(key);
+      if (until !== undefined) {
+        if (until > now) {
+          fallback ??= endpoint;
+          continue;
+        }
+        this.#downUntil.delete(key);
+      }
+      return endpoint;
+    }
+    return fallback;
+  }
+
+  /** Skips `endpoint` for `downForMs` (after a failed connect). */
+  markDown(endpoint: Endpoint): void {
+    if (this.#downUntil.size >= MAX_TRACKED) this.#prune();
+    this.#downUntil.set(endpointKey(endpoint), this.#now() + this.downForMs);
+  }
+
+  /** Clears a mark after a successful exchange. */
+  markUp(endpoint: Endpoint): void {
+    if (this.#downUntil.size === 0) return;
+    this.#downUntil.delete(endpointKey(endpoint));
+  }
+
+  /** True while `endpoint` is being skipped. */
+  isDown(endpoint: Endpoint): boolean {
+    const until = this.#downUntil.get(endpointKey(endpoint));
+    return until !== undefined && until > this.#now();
+  }
+
+  #prune(): void {
+    const now = this.#now();
+    for (const [key, until] of this.#downUntil) if (until <= now) this.#downUntil.delete(key);
+    if (this.#downUntil.size >= MAX_TRACKED) this.#downUntil.clear();
+  }
+}

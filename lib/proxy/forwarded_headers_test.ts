@@ -1,0 +1,201 @@
+import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import { createCidrMatcher } from "./cidr.ts";
+import {
+  forwardRequestHeaders,
+  forwardResponseHeaders,
+  isWebSocketUpgrade,
+  realClientIp,
+} from "./forwarded_headers.ts";
+
+const context = {
+  authority: "Shop.example.com",
+  peer: "203.0.113.7",
+  scheme: "https",
+  port: 443,
+} as const;
+const untrusted = { trusted: createCidrMatcher([]), newRequestId: () => "generated-id" };
+const trusted = { trusted: createCidrMatcher(["10.0.0.0/8"]), newRequestId: () => "generated-id" };
+
+Deno.test("forwardRequestHeaders() keeps order, case and duplicates and appends forwarding fields", () => {
+  const out = forwardRequestHeaders(
+    [
+      ["Host", "Shop.example.com"],
+      ["Zeta", "1"],
+      ["Cookie", "a=1"],
+      ["x-dup", "one"],
+      ["X-Dup", "two"],
+      ["Content-Length", "5"],
+    ],
+    context,
+    untrusted,
+  );
+  assertEquals(out.headers, [
+    ["Host", "Shop.example.com"],
+    ["Zeta", "1"],
+    ["Cookie", "a=1"],
+    ["x-dup", "one"],
+    ["X-Dup", "two"],
+    ["Content-Length", "5"],
+    ["X-Request-ID", "generated-id"],
+    ["X-Real-IP", "203.0.113.7"],
+    ["X-Forwarded-For", "203.0.113.7"],
+    ["X-Forwarded-Host", "Shop.example.com"],
+    ["X-Forwarded-Port", "443"],
+    ["X-Forwarded-Proto", "https"],
+  ]);
+});
+
+Deno.test("forwardRequestHeaders() removes hop-by-hop fields and whatever Connection names", () => {
+  const out = forwardRequestHeaders(
+    [
+      ["Host", "a"],
+      ["Connection", "keep-alive, X-Secret, Upgrade"],
+      ["X-Secret", "s"],
+      ["Keep-Alive", "timeout=5"],
+      ["Proxy-Connection", "keep-alive"],
+      ["TE", "trailers"],
+      ["Trailer", "X-T"],
+      ["Transfer-Encoding", "chunked"],
+      ["Upgrade", "h2c"],
+      ["HTTP2-Settings", "AAA"],
+      ["Expect", "100-continue"],
+      ["Proxy", "http://evil"],
+      ["Proxy-Authorization", "Basic eA=="],
+      ["Accept", "*/*"],
+    ],
+    { ...context, authority: "a" },
+    untrusted,
+  );
+  assertEquals(out.headers.slice(0, 3), [["Host", "a"], ["Proxy-Authorization", "Basic eA=="], [
+    "Accept",
+    "*/*",
+  ]]);
+  assertEquals(out.headers.length, 9);
+});
+
+Deno.test("forwardRequestHeaders() replaces client forwarding fields from an untrusted peer", () => {
+  const out = forwardRequestHeaders(
+    [
+      ["Host", "a"],
+      ["X-Forwarded-For", "1.2.3.4"],
+      ["X-Forwarded-Proto", "https"],
+      ["X-Forwarded-Host", "evil"],
+      ["X-Forwarded-Port", "1"],
+      ["X-Real-IP", "1.2.3.4"],
+      ["X-Request-ID", "client-id"],
+    ],
+    { ...context, authority: "a", scheme: "http", port: 80 },
+    untrusted,
+  );
+  assertEquals(out.headers, [
+    ["Host", "a"],
+    ["X-Request-ID", "client-id"],
+    ["X-Real-IP", "203.0.113.7"],
+    ["X-Forwarded-For", "203.0.113.7"],
+    ["X-Forwarded-Host", "a"],
+    ["X-Forwarded-Port", "80"],
+    ["X-Forwarded-Proto", "http"],
+  ]);
+  assertEquals(out.requestId, "client-id");
+});
+
+Deno.test("forwardRequestHeaders() appends to and believes a trusted proxy's fields", () => {
+  const out = forwardRequestHeaders(
+    [
+      ["Host", "a"],
+      ["X-Forwarded-For", "198.51.100.1, 10.1.1.1"],
+      ["X-Forwarded-For", "10.2.2.2"],
+      ["X-Forwarded-Proto", "https"],
+      ["X-Forwarded-Host", "public.example"],
+      ["X-Forwarded-Port", "443"],
+    ],
+    { ...context, authority: "a", peer: "::ffff:10.9.9.9", scheme: "http", port: 8080 },
+    trusted,
+  );
+  assertEquals(out.headers.slice(1), [
+    ["X-Request-ID", "generated-id"],
+    ["X-Real-IP", "198.51.100.1"],
+    ["X-Forwarded-For", "198.51.100.1, 10.1.1.1, 10.2.2.2, 10.9.9.9"],
+    ["X-Forwarded-Host", "public.example"],
+    ["X-Forwarded-Port", "443"],
+    ["X-Forwarded-Proto", "https"],
+  ]);
+  assertEquals(out.clientIp, "198.51.100.1");
+});
+
+Deno.test("forwardRequestHeaders() puts Host first for HTTP/2 and regenerates odd request ids", () => {
+  const out = forwardRequestHeaders(
+    [["accept", "*/*"], ["x-request-id", "bad id with spaces"]],
+    { ...context, authority: "h2.example" },
+    untrusted,
+  );
+  assertEquals(out.headers[0], ["host", "h2.example"]);
+  assertEquals(out.requestId, "generated-id");
+});
+
+Deno.test("forwardRequestHeaders() keeps Upgrade and sends Connection: Upgrade for upgrades", () => {
+  const out = forwardRequestHeaders(
+    [
+      ["Host", "a"],
+      ["Connection", "keep-alive, Upgrade"],
+      ["Upgrade", "websocket"],
+      ["Sec-WebSocket-Key", "k"],
+      ["Sec-WebSocket-Extensions", "permessage-deflate"],
+    ],
+    { ...context, authority: "a", upgrade: true, drop: new Set(["sec-websocket-extensions"]) },
+    untrusted,
+  );
+  assertEquals(out.headers.slice(0, 4), [
+    ["Host", "a"],
+    ["Connection", "Upgrade"],
+    ["Upgrade", "websocket"],
+    ["Sec-WebSocket-Key", "k"],
+  ]);
+  assertEquals(out.headers.length, 10);
+});
+
+Deno.test("realClientIp() walks right to left past trusted proxies", () => {
+  const t = createCidrMatcher(["10.0.0.0/8"]);
+  assertEquals(realClientIp("1.1.1.1, 2.2.2.2, 10.0.0.2", "10.0.0.1", t), "2.2.2.2");
+  assertEquals(realClientIp("10.0.0.3, 10.0.0.2", "10.0.0.1", t), "10.0.0.3");
+  assertEquals(realClientIp("garbage, 10.0.0.2", "10.0.0.1", t), "10.0.0.2");
+  assertEquals(realClientIp("", "10.0.0.1", t), "10.0.0.1");
+});
+
+Deno.test("forwardResponseHeaders() strips hop-by-hop fields, keeps cookies apart and sets HSTS", () => {
+  const out = forwardResponseHeaders([
+    ["Set-Cookie", "a=1"],
+    ["Connection", "X-Hop"],
+    ["X-Hop", "1"],
+    ["Keep-Alive", "timeout=5"],
+    ["Transfer-Encoding", "chunked"],
+    ["Trailer", "X-T"],
+    ["Upgrade", "h2c"],
+    ["Strict-Transport-Security", "max-age=1"],
+    ["set-cookie", "b=2"],
+    ["Content-Encoding", "gzip"],
+  ], { connectionTokens: ["x-hop"], hsts: "max-age=31536000; includeSubDomains" });
+  assertEquals(out, [
+    ["Set-Cookie", "a=1"],
+    ["set-cookie", "b=2"],
+    ["Content-Encoding", "gzip"],
+    ["Strict-Transport-Security", "max-age=31536000; includeSubDomains"],
+  ]);
+  const noHsts = forwardResponseHeaders([["Strict-Transport-Security", "max-age=1"]], {
+    connectionTokens: [],
+  });
+  assertEquals(noHsts, [["Strict-Transport-Security", "max-age=1"]]);
+});
+
+Deno.test("isWebSocketUpgrade() needs GET, Upgrade: websocket and Connection: upgrade", () => {
+  assertEquals(
+    isWebSocketUpgrade("GET", [["Upgrade", "WebSocket"], ["Connection", "keep-alive, Upgrade"]]),
+    true,
+  );
+  assertEquals(
+    isWebSocketUpgrade("POST", [["Upgrade", "websocket"], ["Connection", "Upgrade"]]),
+    false,
+  );
+  assertEquals(isWebSocketUpgrade("GET", [["Upgrade", "h2c"], ["Connection", "Upgrade"]]), false);
+  assertEquals(isWebSocketUpgrade("GET", [["Upgrade", "websocket"]]), false);
+});

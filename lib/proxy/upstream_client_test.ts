@@ -1,0 +1,259 @@
+import { deepStrictEqual as assertEquals, ok, rejects, strictEqual } from "node:assert/strict";
+import { startEchoBackend } from "../../tests/support/echo_backend.ts";
+import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
+import { UpstreamError } from "./upstream_error.ts";
+import { UpstreamPool } from "./upstream_pool.ts";
+
+const get = (target: string): UpstreamRequest => ({
+  method: "GET",
+  target,
+  headers: [["Host", "backend.test"]],
+  body: null,
+});
+
+async function text(body: Uint8Array | ReadableStream<Uint8Array> | null): Promise<string> {
+  if (body === null) return "";
+  if (body instanceof Uint8Array) return new TextDecoder().decode(body);
+  return await new Response(body).text();
+}
+
+/**
+ * A scripted backend: `script` runs once per accepted connection with a reader of request
+ * heads and a writer; faults the echo backend cannot produce on demand.
+ */
+function scriptedServer(
+  script: (
+    io: {
+      nextHead(): Promise<string | null>;
+      write(s: string | Uint8Array): Promise<void>;
+      close(): void;
+    },
+    index: number,
+  ) => Promise<void>,
+) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const tasks: Promise<void>[] = [];
+  const conns = new Set<Deno.Conn>();
+  let accepted = 0;
+  const loop = (async () => {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch {
+        return;
+      }
+      conns.add(conn);
+      const index = accepted++;
+      let pending = "";
+      const buf = new Uint8Array(65536);
+      const io = {
+        async nextHead(): Promise<string | null> {
+          for (;;) {
+            const end = pending.indexOf("\r\n\r\n");
+            if (end !== -1) {
+              const head = pending.slice(0, end + 4);
+              pending = pending.slice(end + 4);
+              return head;
+            }
+            const n = await conn.read(buf).catch(() => null);
+            if (n === null) return null;
+            pending += new TextDecoder().decode(buf.subarray(0, n));
+          }
+        },
+        async write(s: string | Uint8Array) {
+          const bytes = typeof s === "string" ? new TextEncoder().encode(s) : s;
+          let offset = 0;
+          while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
+        },
+        close() {
+          conns.delete(conn);
+          try {
+            conn.close();
+          } catch {
+            // Already closed.
+          }
+        },
+      };
+      tasks.push(script(io, index).catch(() => {}).finally(() => io.close()));
+    }
+  })();
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    get accepted() {
+      return accepted;
+    },
+    async close() {
+      listener.close();
+      for (const conn of conns) conn.close();
+      await loop;
+      await Promise.all(tasks);
+    },
+  };
+}
+
+Deno.test("sendUpstream() replays an idempotent request when a reused connection was closed under it", async () => {
+  const server = scriptedServer(async (io, index) => {
+    await io.nextHead();
+    await io.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst");
+    if (index === 0) {
+      // Take the next request, then hang up without a byte: a stale keep-alive connection.
+      await io.nextHead();
+      return;
+    }
+  });
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: server.port };
+  try {
+    strictEqual(await text((await sendUpstream(pool, endpoint, get("/1"))).body), "first");
+    const second = await sendUpstream(pool, endpoint, get("/2"));
+    strictEqual(await text(second.body), "first");
+    strictEqual(server.accepted, 2);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("sendUpstream() does not replay a POST after a reused connection failed", async () => {
+  const server = scriptedServer(async (io) => {
+    await io.nextHead();
+    await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    await io.nextHead();
+  });
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: server.port };
+  try {
+    await text((await sendUpstream(pool, endpoint, get("/1"))).body);
+    const post: UpstreamRequest = {
+      ...get("/2"),
+      method: "POST",
+      body: new TextEncoder().encode("x"),
+    };
+    await rejects(
+      sendUpstream(pool, endpoint, post),
+      (e: unknown) => e instanceof UpstreamError && e.kind === "reset" && e.staleConnection,
+    );
+    strictEqual(server.accepted, 1);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("pool drops a pooled connection as soon as the backend closes it while idle", async () => {
+  let hangUp: () => void = () => {};
+  const hungUp = new Promise<void>((resolve) => hangUp = resolve);
+  const server = scriptedServer(async (io) => {
+    await io.nextHead();
+    await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    await hungUp;
+  });
+  const pool = new UpstreamPool();
+  try {
+    await text(
+      (await sendUpstream(pool, { address: "127.0.0.1", port: server.port }, get("/"))).body,
+    );
+    strictEqual(pool.stats().idle, 1);
+    hangUp();
+    await waitUntil(() => pool.stats().idle === 0);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("pool keeps at most maxIdlePerEndpoint idle connections and closes idle ones after idleTimeoutMs", async () => {
+  const backend = await startEchoBackend();
+  const pool = new UpstreamPool({ maxIdlePerEndpoint: 2, idleTimeoutMs: 300 });
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  try {
+    const responses = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => sendUpstream(pool, endpoint, get(`/?delay=50&i=${i}`))),
+    );
+    await Promise.all(responses.map((r) => text(r.body)));
+    strictEqual(backend.connectionsAccepted, 4);
+    strictEqual(pool.stats().idle, 2);
+    await backend.waitFor(() => backend.connectionsOpen === 2);
+    await waitUntil(() => pool.stats().idle === 0, 5_000);
+    await backend.waitFor(() => backend.connectionsOpen === 0);
+  } finally {
+    pool.close();
+    await backend.close();
+  }
+});
+
+Deno.test("response bodies stream with backpressure: an unread body stops reading the backend", async () => {
+  const size = 64 * 1024 * 1024;
+  let written = 0;
+  const server = scriptedServer(async (io) => {
+    await io.nextHead();
+    await io.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
+    const block = new Uint8Array(64 * 1024);
+    while (written < size) {
+      await io.write(block);
+      written += block.length;
+    }
+  });
+  const pool = new UpstreamPool();
+  try {
+    const response = await sendUpstream(
+      pool,
+      { address: "127.0.0.1", port: server.port },
+      get("/"),
+    );
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    // Wait until the backend is blocked (no progress for 200 ms), then check how far it got.
+    let last = -1;
+    await waitUntil(async () => {
+      const now = written;
+      const stable = now === last;
+      last = now;
+      if (!stable) await new Promise((resolve) => setTimeout(resolve, 200));
+      return stable;
+    }, 10_000);
+    ok(written < 16 * 1024 * 1024, `backend wrote ${written} bytes into an unread stream`);
+    let total = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.length;
+    }
+    ok(total >= size - 64 * 1024, `read ${total}`);
+    assertEquals((await response.done).complete, true);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("sendUpstream() fails fast with connect-failed on a refused port and the pool closes cleanly", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const pool = new UpstreamPool();
+  try {
+    await rejects(
+      sendUpstream(pool, { address: "127.0.0.1", port }, get("/")),
+      (e: unknown) => e instanceof UpstreamError && e.kind === "connect-failed",
+    );
+  } finally {
+    pool.close();
+  }
+  await rejects(
+    sendUpstream(pool, { address: "127.0.0.1", port }, get("/")),
+    (e: unknown) => e instanceof UpstreamError && e.kind === "connect-failed",
+  );
+});
+
+async function waitUntil(
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (performance.now() > deadline) throw new Error("Condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

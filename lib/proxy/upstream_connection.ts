@@ -1,0 +1,360 @@
+/**
+ * One keep-alive TCP connection to a backend endpoint, with a read buffer and
+ * the I/O bookkeeping the pool's timeout sweeper needs.
+ *
+ * Owns: buffered reads (head, lines, body bytes), writes, the "idle probe"
+ * (while pooled, a read is kept pending so a backend closing the idle
+ * connection is noticed at once instead of on the next request), and turning
+ * socket failures into {@linkcode UpstreamError}s. Knows nothing of routing,
+ * retries or which request it carries.
+ *
+ * @module
+ */
+
+import {
+  decodeLatin1,
+  findHeadEnd,
+  parseResponseHead,
+  type ResponseHead,
+  UpstreamProtocolError,
+} from "./_http1.ts";
+import { UpstreamError } from "./upstream_error.ts";
+
+/** Read buffer size; also the largest response head accepted. */
+export const READ_BUFFER_BYTES = 64 * 1024;
+const MAX_LINE = 8 * 1024;
+const DIRECT_READ_MIN = 16 * 1024;
+const SCRATCH_BYTES = 512 * 1024;
+const SCRATCH_KEPT = 16;
+const scratch: Uint8Array[] = [];
+
+/** A pooled connection to one endpoint. */
+export class UpstreamConnection {
+  /** `address:port` of the endpoint, the pool's key. */
+  readonly endpointKey: string;
+  /** How many requests this connection has carried, including the current one. */
+  requests = 0;
+  /** When it was last returned to the pool (`performance.now()`). */
+  idleSince = 0;
+  #conn: Deno.Conn;
+  #buf = new Uint8Array(READ_BUFFER_BYTES);
+  #start = 0;
+  #end = 0;
+  #state: "active" | "idle" | "closed" = "active";
+  #probe: Promise<number | null> | undefined;
+  #readSince = 0;
+  #writeSince = 0;
+  #timedOut = false;
+  #bytesReadThisExchange = 0;
+
+  constructor(conn: Deno.Conn, endpointKey: string) {
+    this.#conn = conn;
+    this.endpointKey = endpointKey;
+  }
+
+  /** When a read that is still pending started (`performance.now()`), or 0. */
+  get readSince(): number {
+    return this.#readSince;
+  }
+
+  /** When a write that is still pending started, or 0. */
+  get writeSince(): number {
+    return this.#writeSince;
+  }
+
+  get closed(): boolean {
+    return this.#state === "closed";
+  }
+
+  /** Bytes already read past the current parse position. */
+  get buffered(): number {
+    return this.#end - this.#start;
+  }
+
+  /** Marks the start of a new exchange on this connection (taken from the pool or new). */
+  activate(): void {
+    this.#state = "active";
+    this.requests++;
+    this.#bytesReadThisExchange = 0;
+  }
+
+  /**
+   * Parks the connection in the pool. Returns false (and closes it) when it
+   * cannot be reused because unread bytes remain. `onDead` runs if the
+   * backend closes or talks while the connection is idle.
+   */
+  park(onDead: (conn: UpstreamConnection) => void): boolean {
+    if (this.#state !== "active" || this.#start !== this.#end) {
+      this.close();
+      return false;
+    }
+    this.#state = "idle";
+    this.#start = this.#end = 0;
+    this.idleSince = performance.now();
+    const probe = this.#conn.read(this.#buf);
+    this.#probe = probe;
+    probe.then(
+      () => {
+        if (this.#state === "idle") {
+          this.close();
+          onDead(this);
+        }
+      },
+      () => {
+        if (this.#state === "idle") {
+          this.close();
+          onDead(this);
+        }
+      },
+    );
+    return true;
+  }
+
+  /** Aborts pending I/O because a deadline passed; the pending call rejects with a `timeout`. */
+  timeout(): void {
+    this.#timedOut = true;
+    this.close();
+  }
+
+  close(): void {
+    if (this.#state === "closed") return;
+    this.#state = "closed";
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed by the peer or by a failed op.
+    }
+  }
+
+  /** Writes all bytes. */
+  async write(bytes: Uint8Array): Promise<void> {
+    this.#writeSince = performance.now();
+    try {
+      let offset = 0;
+      while (offset < bytes.length) {
+        offset += await this.#conn.write(offset === 0 ? bytes : bytes.subarray(offset));
+      }
+    } catch (error) {
+      throw this.#ioError(error, "write");
+    } finally {
+      this.#writeSince = 0;
+    }
+  }
+
+  /**
+   * Reads one response head (status line and header fields).
+   *
+   * @throws {UpstreamError} `protocol` when malformed; `reset`/`timeout` on I/O
+   *   failure (`staleConnection` when a reused connection closed before any byte).
+   */
+  async readHead(): Promise<ResponseHead> {
+    let scanFrom = this.#start;
+    for (;;) {
+      const end = findHeadEnd(this.#buf, scanFrom, this.#end);
+      if (end !== -1) {
+        const text = decodeLatin1(this.#buf, this.#start, end);
+        this.#start = end;
+        try {
+          return parseResponseHead(text);
+        } catch (error) {
+          throw toUpstream(error);
+        }
+      }
+      const before = this.#start;
+      scanFrom = Math.max(this.#start, this.#end - 3);
+      if (!(await this.#fill())) {
+        if (this.#bytesReadThisExchange === 0) {
+          throw new UpstreamError(
+            "reset",
+            "Cannot read response: connection closed before any byte",
+            {
+              staleConnection: this.requests > 1,
+            },
+          );
+        }
+        throw new UpstreamError(
+          "protocol",
+          "Cannot read response: connection closed within the head",
+        );
+      }
+      scanFrom -= before - this.#start;
+    }
+  }
+
+  /** Reads a CRLF-terminated line (without the CRLF), for chunk sizes and trailers. */
+  async readLine(): Promise<string> {
+    let scanFrom = this.#start;
+    for (;;) {
+      const lf = this.#buf.indexOf(10, scanFrom);
+      if (lf !== -1 && lf < this.#end) {
+        if (lf === this.#start || this.#buf[lf - 1] !== 13) {
+          throw new UpstreamError("protocol", "Cannot parse chunked body: line without CRLF");
+        }
+        const line = decodeLatin1(this.#buf, this.#start, lf - 1);
+        this.#start = lf + 1;
+        return line;
+      }
+      if (this.#end - this.#start > MAX_LINE) {
+        throw new UpstreamError("protocol", "Cannot parse chunked body: line too long");
+      }
+      const before = this.#start;
+      scanFrom = this.#end;
+      if (!(await this.#fill())) {
+        throw new UpstreamError("reset", "Cannot read body: connection closed within a chunk");
+      }
+      scanFrom -= before - this.#start;
+    }
+  }
+
+  /** Consumes exactly `n` bytes that must equal `expected` (the CRLF after chunk data). */
+  async expect(expected: Uint8Array): Promise<void> {
+    while (this.#end - this.#start < expected.length) {
+      if (!(await this.#fill())) {
+        throw new UpstreamError("reset", "Cannot read body: connection closed within a chunk");
+      }
+    }
+    for (let i = 0; i < expected.length; i++) {
+      if (this.#buf[this.#start + i] !== expected[i]) {
+        throw new UpstreamError("protocol", "Cannot parse chunked body: missing CRLF after data");
+      }
+    }
+    this.#start += expected.length;
+  }
+
+  /** Takes up to `max` already-buffered bytes (a copy), without reading. */
+  takeBuffered(max: number): Uint8Array<ArrayBuffer> {
+    const n = Math.min(max, this.#end - this.#start);
+    const out = this.#buf.slice(this.#start, this.#start + n);
+    this.#start += n;
+    return out;
+  }
+
+  /**
+   * Returns up to `max` body bytes: buffered ones first, else one socket read.
+   *
+   * @returns the bytes, or null at end of stream.
+   */
+  async readSome(max: number): Promise<Uint8Array<ArrayBuffer> | null> {
+    if (this.#end > this.#start) return this.takeBuffered(max);
+    if (max >= DIRECT_READ_MIN && this.#probe === undefined) {
+      // Large bodies: one big read into a shared scratch buffer, then an exact-size copy.
+      // Reads on loopback often return hundreds of KiB at once, and every chunk costs a
+      // trip through the response stream, so fewer, bigger chunks are much cheaper.
+      const buffer = scratch.pop() ?? new Uint8Array(SCRATCH_BYTES);
+      this.#readSince = performance.now();
+      let n: number | null;
+      try {
+        n = await this.#conn.read(buffer.subarray(0, Math.min(max, buffer.length)));
+      } catch (error) {
+        throw this.#ioError(error, "read");
+      } finally {
+        this.#readSince = 0;
+        if (scratch.length < SCRATCH_KEPT) scratch.push(buffer);
+      }
+      if (n === null) return null;
+      this.#bytesReadThisExchange += n;
+      return buffer.slice(0, n);
+    }
+    if (!(await this.#fill())) return null;
+    return this.takeBuffered(max);
+  }
+
+  /**
+   * Reads exactly `n` body bytes into one new buffer (buffered bytes first, then
+   * socket reads straight into it).
+   *
+   * @throws {UpstreamError} `reset` when the connection closes first.
+   */
+  async readExactly(n: number): Promise<Uint8Array<ArrayBuffer>> {
+    const out = new Uint8Array(n);
+    const first = Math.min(n, this.#end - this.#start);
+    out.set(this.#buf.subarray(this.#start, this.#start + first));
+    this.#start += first;
+    let filled = first;
+    while (filled < n) {
+      this.#readSince = performance.now();
+      let read: number | null;
+      try {
+        read = await this.#conn.read(out.subarray(filled));
+      } catch (error) {
+        throw this.#ioError(error, "read");
+      } finally {
+        this.#readSince = 0;
+      }
+      if (read === null) {
+        throw new UpstreamError(
+          "reset",
+          "Cannot read body: connection closed before Content-Length",
+        );
+      }
+      this.#bytesReadThisExchange += read;
+      filled += read;
+    }
+    return out;
+  }
+
+  /** Bytes read after the response head of an upgrade (the first tunnel bytes). */
+  takeAllBuffered(): Uint8Array<ArrayBuffer> {
+    return this.takeBuffered(this.#end - this.#start);
+  }
+
+  /** The socket, for a tunnel after a 101; the connection is no longer managed. */
+  detach(): Deno.Conn {
+    this.#state = "closed";
+    return this.#conn;
+  }
+
+  async #fill(): Promise<boolean> {
+    if (this.#start === this.#end) {
+      this.#start = this.#end = 0;
+    } else if (this.#end === this.#buf.length) {
+      if (this.#start === 0) {
+        throw new UpstreamError("protocol", "Cannot read response: head larger than 64 KiB");
+      }
+      this.#buf.copyWithin(0, this.#start, this.#end);
+      this.#end -= this.#start;
+      this.#start = 0;
+    }
+    this.#readSince = performance.now();
+    let n: number | null;
+    try {
+      const probe = this.#probe;
+      if (probe !== undefined) {
+        // The pooled read was issued into the start of the buffer, which is where we are.
+        this.#probe = undefined;
+        n = await probe;
+      } else {
+        n = await this.#conn.read(this.#buf.subarray(this.#end));
+      }
+    } catch (error) {
+      throw this.#ioError(error, "read");
+    } finally {
+      this.#readSince = 0;
+    }
+    if (n === null) return false;
+    this.#end += n;
+    this.#bytesReadThisExchange += n;
+    return true;
+  }
+
+  #ioError(error: unknown, op: "read" | "write"): UpstreamError {
+    if (error instanceof UpstreamError) return error;
+    if (this.#timedOut) {
+      return new UpstreamError("timeout", `Cannot ${op}: backend idle past the timeout`, {
+        cause: error,
+      });
+    }
+    return new UpstreamError("reset", `Cannot ${op}: connection failed`, {
+      cause: error,
+      staleConnection: this.requests > 1 && this.#bytesReadThisExchange === 0,
+    });
+  }
+}
+
+function toUpstream(error: unknown): UpstreamError {
+  if (error instanceof UpstreamProtocolError) {
+    return new UpstreamError("protocol", error.message, { cause: error });
+  }
+  if (error instanceof UpstreamError) return error;
+  return new UpstreamError("protocol", "Cannot parse response", { cause: error });
+}

@@ -1,0 +1,359 @@
+/**
+ * WebSocket proxying after the backend accepted the upgrade (answered 101).
+ *
+ * Deno 2.9.6's `Deno.serve` cannot hand over the client's raw socket (its
+ * `upgradeHttpRaw` is gone; see `_deno_internal.ts`), so the client side is
+ * `Deno.upgradeWebSocket` and the backend side is the raw TCP connection the
+ * upgrade request went out on, spoken with our own framing. Messages are
+ * relayed both ways (fragmented backend messages are reassembled), pings are
+ * answered on each side, close codes and reasons are passed on, and the
+ * backend's 101 headers (cookies, custom fields) reach the client's 101.
+ *
+ * Not relayed: extensions (`Sec-WebSocket-Extensions` is removed from the
+ * upgrade request, so no permessage-deflate is negotiated on either side).
+ * A backend that vanishes without a close frame is reported to the client as
+ * 1011. No total-duration cap: only an idle timeout (no message either way).
+ *
+ * @module
+ */
+
+import type { UpstreamResponse } from "./upstream_client.ts";
+import {
+  decodeClosePayload,
+  encodeClosePayload,
+  encodeFrame,
+  FrameDecoder,
+  isSendableCloseCode,
+  MessageAssembler,
+  OP_BINARY,
+  OP_CLOSE,
+  OP_PING,
+  OP_PONG,
+  OP_TEXT,
+  WsProtocolError,
+} from "./ws_frame.ts";
+
+/** Request header fields never sent to the backend on an upgrade. */
+export const WEBSOCKET_DROP_REQUEST = new Set(["sec-websocket-extensions"]);
+
+/** 101 header fields that Deno writes itself, or that describe the backend hop only. */
+const SKIP_101 = new Set([
+  "upgrade",
+  "connection",
+  "sec-websocket-accept",
+  "sec-websocket-protocol",
+  "sec-websocket-extensions",
+  "content-length",
+  "transfer-encoding",
+  "keep-alive",
+  "date",
+]);
+
+const BACKPRESSURE_BYTES = 4 * 1024 * 1024;
+const MAX_QUEUED_TO_BACKEND = 64 * 1024 * 1024;
+const CLOSE_GRACE_MS = 5_000;
+
+export interface WebSocketRelayOptions {
+  /** Close both sides after this long without a message either way, in ms. */
+  readonly idleTimeoutMs: number;
+  /** Largest message accepted from the backend, in bytes. */
+  readonly maxMessageBytes: number;
+  /** Called once when both sides are closed. */
+  readonly onClose?: (summary: RelaySummary) => void;
+}
+
+/** What happened on a relayed WebSocket, for logs. */
+export interface RelaySummary {
+  readonly messagesToBackend: number;
+  readonly messagesToClient: number;
+  /** Close code as seen by the client side (1005: none, 1006: abnormal). */
+  readonly clientCode: number;
+  /** Close code the backend sent, 1005 when none, 1006 when it vanished. */
+  readonly backendCode: number;
+  readonly reason: "client" | "backend" | "idle" | "error";
+}
+
+/**
+ * Upgrades the client's request and relays it to the backend's tunnel.
+ * Must be called while `req` is live (inside the handler, before returning).
+ *
+ * @returns the 101 response to return from the handler.
+ * @throws {TypeError} when Deno refuses the upgrade (e.g. the backend chose a
+ *   subprotocol the client did not offer); the caller answers 502.
+ */
+export function relayWebSocket(
+  req: Request,
+  upstream: UpstreamResponse & { readonly tunnel: NonNullable<UpstreamResponse["tunnel"]> },
+  options: WebSocketRelayOptions,
+): Response {
+  let protocol: string | undefined;
+  const extra: [string, string][] = [];
+  for (const [name, value] of upstream.headers) {
+    const lower = name.toLowerCase();
+    if (lower === "sec-websocket-protocol") protocol ??= value.trim();
+    else if (!SKIP_101.has(lower) && !upstream.connectionTokens.includes(lower)) {
+      extra.push([name, value]);
+    }
+  }
+  const { socket, response } = Deno.upgradeWebSocket(
+    req,
+    protocol === undefined || protocol === "" ? {} : { protocol },
+  );
+  for (const [name, value] of extra) response.headers.append(name, value);
+  new Relay(socket, upstream.tunnel.conn, options).start(upstream.tunnel.initial);
+  return response;
+}
+
+class Relay {
+  #socket: WebSocket;
+  #conn: Deno.Conn;
+  #options: WebSocketRelayOptions;
+  #decoder: FrameDecoder;
+  #assembler: MessageAssembler;
+  #pending: Uint8Array[] = [];
+  #flushing: Promise<void> = Promise.resolve();
+  #flushRunning = false;
+  #queued = 0;
+  #closeSentToBackend = false;
+  #closeFromBackend = false;
+  #connClosed = false;
+  #finished = false;
+  #lastActivity = performance.now();
+  #idleTimer: ReturnType<typeof setInterval> | undefined;
+  #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  #toBackend = 0;
+  #toClient = 0;
+  #clientCode = 1006;
+  #backendCode = 1006;
+  #reason: RelaySummary["reason"] = "error";
+  #utf8 = new TextDecoder("utf-8", { fatal: true });
+  #encoder = new TextEncoder();
+
+  constructor(socket: WebSocket, conn: Deno.Conn, options: WebSocketRelayOptions) {
+    this.#socket = socket;
+    this.#conn = conn;
+    this.#options = options;
+    this.#decoder = new FrameDecoder({ maxPayload: options.maxMessageBytes, expectMasked: false });
+    this.#assembler = new MessageAssembler(options.maxMessageBytes);
+  }
+
+  start(initial: Uint8Array): void {
+    const socket = this.#socket;
+    socket.binaryType = "arraybuffer";
+    socket.onopen = () => {
+      this.#readBackend(initial);
+    };
+    socket.onmessage = (event: MessageEvent) => {
+      this.#lastActivity = performance.now();
+      this.#toBackend++;
+      const data = event.data;
+      if (typeof data === "string") {
+        this.#writeBackend(encodeFrame(OP_TEXT, this.#encoder.encode(data), { mask: true }));
+      } else {
+        this.#writeBackend(
+          encodeFrame(OP_BINARY, new Uint8Array(data as ArrayBuffer), { mask: true }),
+        );
+      }
+    };
+    socket.onclose = (event: CloseEvent) => {
+      this.#clientCode = event.code;
+      if (this.#closeFromBackend || this.#finished) {
+        this.#finish();
+        return;
+      }
+      this.#reason = this.#reason === "error" ? "client" : this.#reason;
+      if (isSendableCloseCode(event.code) || event.code === 1005) {
+        this.#sendCloseToBackend(event.code === 1005 ? undefined : event.code, event.reason);
+        // Wait (bounded) for the backend's close reply, read by #readBackend.
+        this.#graceTimer = setTimeout(() => this.#finish(), CLOSE_GRACE_MS);
+      } else {
+        this.#finish();
+      }
+    };
+    socket.onerror = () => {
+      // Followed by a close event; nothing else to do.
+    };
+    const tick = Math.max(5, Math.min(1_000, this.#options.idleTimeoutMs / 4));
+    this.#idleTimer = setInterval(() => {
+      if (performance.now() - this.#lastActivity > this.#options.idleTimeoutMs) {
+        this.#reason = "idle";
+        this.#sendCloseToBackend(1001, "Idle timeout");
+        this.#closeClient(1001, "Idle timeout");
+        this.#finish();
+      }
+    }, tick);
+  }
+
+  async #readBackend(initial: Uint8Array): Promise<void> {
+    const buf = new Uint8Array(64 * 1024);
+    let chunk: Uint8Array | null = initial;
+    try {
+      while (chunk !== null && !this.#finished) {
+        if (chunk.length > 0) {
+          this.#lastActivity = performance.now();
+          this.#decoder.push(chunk);
+          if (!this.#drainFrames()) return;
+          while (this.#socket.bufferedAmount > BACKPRESSURE_BYTES && !this.#finished) {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+          }
+        }
+        const n: number | null = await this.#conn.read(buf).catch(() => null);
+        chunk = n === null ? null : buf.subarray(0, n);
+      }
+    } catch (error) {
+      const code = error instanceof WsProtocolError ? error.code : 1011;
+      this.#sendCloseToBackend(code, "");
+      this.#closeClient(1011, "");
+      this.#finish();
+      return;
+    }
+    if (!this.#closeFromBackend && !this.#finished) {
+      // The backend vanished without a close frame.
+      this.#backendCode = 1006;
+      this.#reason = "backend";
+      this.#closeClient(1011, "");
+    }
+    this.#finish();
+  }
+
+  /** Handles complete frames; false once the backend's close frame was handled. */
+  #drainFrames(): boolean {
+    for (;;) {
+      const frame = this.#decoder.next();
+      if (frame === undefined) return true;
+      switch (frame.opcode) {
+        case OP_PING:
+          this.#writeBackend(encodeFrame(OP_PONG, frame.payload, { mask: true }));
+          break;
+        case OP_PONG:
+          break;
+        case OP_CLOSE: {
+          const { code, reason } = decodeClosePayload(frame.payload);
+          this.#closeFromBackend = true;
+          this.#backendCode = code;
+          if (this.#reason === "error") this.#reason = "backend";
+          this.#sendCloseToBackend(isSendableCloseCode(code) ? code : undefined, "");
+          if (isSendableCloseCode(code)) this.#closeClient(code, reason);
+          else if (code === 1005) this.#closeClient(undefined, "");
+          else this.#closeClient(1002, "");
+          this.#finishWhenWritten();
+          return false;
+        }
+        default: {
+          const message = this.#assembler.add(frame);
+          if (message === undefined) break;
+          if (this.#socket.readyState !== WebSocket.OPEN) break;
+          this.#toClient++;
+          if (message.opcode === OP_TEXT) {
+            let text: string;
+            try {
+              text = this.#utf8.decode(message.data);
+            } catch {
+              throw new WsProtocolError("Cannot relay text message: invalid UTF-8", 1007);
+            }
+            this.#socket.send(text);
+          } else {
+            this.#socket.send(message.data);
+          }
+        }
+      }
+    }
+  }
+
+  #writeBackend(frame: Uint8Array): void {
+    if (this.#connClosed || this.#closeSentToBackend) return;
+    this.#queued += frame.length;
+    if (this.#queued > MAX_QUEUED_TO_BACKEND) {
+      this.#reason = "error";
+      this.#closeClient(1008, "Backend too slow");
+      this.#finish();
+      return;
+    }
+    this.#pending.push(frame);
+    if (!this.#flushRunning) {
+      this.#flushRunning = true;
+      this.#flushing = this.#flush();
+    }
+  }
+
+  /** Writes queued frames, several per write when they pile up (one op per burst, not per message). */
+  async #flush(): Promise<void> {
+    try {
+      while (this.#pending.length > 0 && !this.#connClosed) {
+        const frames = this.#pending;
+        this.#pending = [];
+        const data = frames.length === 1 ? frames[0] as Uint8Array : concat(frames);
+        let offset = 0;
+        while (offset < data.length) offset += await this.#conn.write(data.subarray(offset));
+        this.#queued -= data.length;
+      }
+    } catch {
+      this.#closeConn();
+    } finally {
+      this.#flushRunning = false;
+    }
+  }
+
+  #sendCloseToBackend(code: number | undefined, reason: string): void {
+    if (this.#closeSentToBackend) return;
+    this.#writeBackend(encodeFrame(OP_CLOSE, encodeClosePayload(code, reason), { mask: true }));
+    this.#closeSentToBackend = true;
+  }
+
+  #closeClient(code: number | undefined, reason: string): void {
+    const state = this.#socket.readyState;
+    if (state === WebSocket.CLOSING || state === WebSocket.CLOSED) return;
+    try {
+      if (code === undefined) this.#socket.close();
+      else this.#socket.close(code, reason);
+    } catch {
+      // Already closing.
+    }
+  }
+
+  #finishWhenWritten(): void {
+    this.#flushing.then(() => this.#finish());
+  }
+
+  #closeConn(): void {
+    if (this.#connClosed) return;
+    this.#connClosed = true;
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  #finish(): void {
+    if (this.#idleTimer !== undefined) clearInterval(this.#idleTimer);
+    this.#idleTimer = undefined;
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
+    // Let queued frames (a close reply) go out before closing the socket.
+    this.#flushing.then(() => this.#closeConn());
+    if (this.#finished) return;
+    this.#finished = true;
+    const state = this.#socket.readyState;
+    if (state === WebSocket.CONNECTING || state === WebSocket.OPEN) this.#closeClient(1011, "");
+    this.#options.onClose?.({
+      messagesToBackend: this.#toBackend,
+      messagesToClient: this.#toClient,
+      clientCode: this.#clientCode,
+      backendCode: this.#backendCode,
+      reason: this.#reason,
+    });
+  }
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const part of parts) size += part.length;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}

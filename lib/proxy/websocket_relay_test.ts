@@ -1,0 +1,199 @@
+import { deepStrictEqual as assertEquals, ok, strictEqual } from "node:assert/strict";
+import {
+  type EchoBackend,
+  patternBytes,
+  startEchoBackend,
+} from "../../tests/support/echo_backend.ts";
+import {
+  type HarnessOptions,
+  type ProxyHarness,
+  startProxy,
+} from "../../tests/support/proxy_harness.ts";
+import { headerValue, headerValues, latin1, RawConnection } from "../../tests/support/raw_http.ts";
+
+async function withProxy(
+  fn: (backend: EchoBackend, proxy: ProxyHarness) => Promise<void>,
+  options: Partial<Omit<HarnessOptions, "routes">> = {},
+): Promise<void> {
+  const backend = await startEchoBackend({ name: "chat/ws", pod: "ws-1" });
+  const proxy = await startProxy({
+    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+    ...options,
+  });
+  try {
+    await fn(backend, proxy);
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+}
+
+/** A client WebSocket with a message queue; every test closes it and awaits `closed`. */
+function connect(url: string, protocols?: string[]) {
+  const ws = new WebSocket(url, protocols);
+  ws.binaryType = "arraybuffer";
+  const queue: (string | ArrayBuffer)[] = [];
+  const waiters: (() => void)[] = [];
+  ws.onmessage = (event) => {
+    queue.push(event.data);
+    waiters.splice(0).forEach((wake) => wake());
+  };
+  const opened = new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = () => reject(new Error("WebSocket failed to open"));
+  });
+  const closed = new Promise<CloseEvent>((resolve) => ws.onclose = resolve);
+  return {
+    ws,
+    opened,
+    closed,
+    async next(timeoutMs = 5_000): Promise<string | ArrayBuffer> {
+      const deadline = performance.now() + timeoutMs;
+      while (queue.length === 0) {
+        if (performance.now() > deadline) throw new Error("No message in time");
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 50);
+        });
+      }
+      return queue.shift()!;
+    },
+  };
+}
+
+Deno.test("websocket relay echoes text and binary both ways with the negotiated subprotocol", async () => {
+  await withProxy(async (_backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`, ["chat.v2", "chat.v1"]);
+    await client.opened;
+    strictEqual(client.ws.protocol, "chat.v2");
+    client.ws.send("hello");
+    strictEqual(await client.next(), "hello");
+    client.ws.send(Uint8Array.of(0, 1, 2, 255));
+    assertEquals(new Uint8Array(await client.next() as ArrayBuffer), Uint8Array.of(0, 1, 2, 255));
+    client.ws.send("x".repeat(100_000));
+    strictEqual(await client.next(), "x".repeat(100_000));
+    client.ws.close(1000);
+    await client.closed;
+  });
+});
+
+Deno.test("websocket relay sends the backend the client's fields minus extensions", async () => {
+  await withProxy(async (_backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`, ["p1"]);
+    await client.opened;
+    client.ws.send("headers");
+    const fields = JSON.parse(await client.next() as string) as [string, string][];
+    strictEqual(headerValue(fields, "upgrade")?.toLowerCase(), "websocket");
+    strictEqual(headerValue(fields, "connection"), "Upgrade");
+    strictEqual(headerValue(fields, "sec-websocket-protocol"), "p1");
+    strictEqual(headerValue(fields, "sec-websocket-version"), "13");
+    strictEqual(headerValue(fields, "sec-websocket-extensions"), undefined);
+    ok(headerValues(fields, "user-agent").length <= 1);
+    strictEqual(headerValues(fields, "x-forwarded-for").length, 1);
+    client.ws.close();
+    await client.closed;
+  });
+});
+
+Deno.test("websocket relay passes the backend's 101 fields to the client", async () => {
+  await withProxy(async (_backend, proxy) => {
+    const conn = await RawConnection.open(proxy.port);
+    try {
+      await conn.send(
+        "GET /ws HTTP/1.1\r\nHost: chat.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      );
+      const response = await conn.readResponse({ head: true });
+      strictEqual(response.status, 101);
+      strictEqual(
+        headerValue(response.headers, "sec-websocket-accept"),
+        "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=",
+      );
+      strictEqual(headerValue(response.headers, "x-echo-pod"), "ws-1");
+      strictEqual(headerValue(response.headers, "set-cookie"), "ws=1; Path=/");
+    } finally {
+      conn.close();
+    }
+  });
+});
+
+Deno.test("websocket relay returns a refused upgrade's status, fields and body", async () => {
+  await withProxy(async (_backend, proxy) => {
+    const conn = await RawConnection.open(proxy.port);
+    try {
+      await conn.send(
+        "GET /ws?refuse=403 HTTP/1.1\r\nHost: chat.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      );
+      const response = await conn.readResponse();
+      assertEquals([response.status, latin1(response.body)], [403, "upgrade refused\n"]);
+      strictEqual(headerValue(response.headers, "x-refused"), "yes");
+    } finally {
+      conn.close();
+    }
+  });
+});
+
+Deno.test("websocket relay propagates the client's close code and reason to the backend", async () => {
+  await withProxy(async (backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    client.ws.close(4001, "client leaving");
+    const event = await client.closed;
+    strictEqual(event.code, 4001);
+    await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
+    assertEquals(backend.requests[0]?.wsClose, { code: 4001, reason: "client leaving" });
+  });
+});
+
+Deno.test("websocket relay propagates the backend's close code and reason to the client", async () => {
+  await withProxy(async (_backend, proxy) => {
+    for (const [code, reason] of [[4002, "done"], [1001, "going away"], [1011, "oops"]] as const) {
+      const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+      await client.opened;
+      client.ws.send(`close:${code}:${reason}`);
+      const event = await client.closed;
+      assertEquals([event.code, event.reason], [code, reason]);
+    }
+  });
+});
+
+Deno.test("websocket relay reports a backend that vanishes without a close frame as 1011", async () => {
+  await withProxy(async (_backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    client.ws.send("drop");
+    strictEqual((await client.closed).code, 1011);
+  });
+});
+
+Deno.test("websocket relay joins a fragmented backend message and relays a large one", async () => {
+  await withProxy(async (_backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    client.ws.send("fragments:4");
+    strictEqual(await client.next(), "part0;part1;part2;part3;");
+    client.ws.send("big:3000000");
+    assertEquals(new Uint8Array(await client.next() as ArrayBuffer), patternBytes(0, 3_000_000));
+    client.ws.close();
+    await client.closed;
+  });
+});
+
+Deno.test("websocket relay closes both sides after the idle timeout, not before", async () => {
+  await withProxy(async (backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    // Traffic keeps it open past the timeout...
+    for (let i = 0; i < 4; i++) {
+      client.ws.send(`tick ${i}`);
+      strictEqual(await client.next(), `tick ${i}`);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+    // ...silence closes it.
+    const event = await client.closed;
+    strictEqual(event.code, 1001);
+    await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
+    strictEqual(backend.requests[0]?.wsClose?.code, 1001);
+  }, { webSocketIdleTimeoutMs: 400 });
+});

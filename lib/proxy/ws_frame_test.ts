@@ -1,0 +1,87 @@
+import { deepStrictEqual as assertEquals, throws } from "node:assert/strict";
+import {
+  decodeClosePayload,
+  encodeClosePayload,
+  encodeFrame,
+  FrameDecoder,
+  isSendableCloseCode,
+  MessageAssembler,
+  OP_BINARY,
+  OP_CLOSE,
+  OP_CONTINUATION,
+  OP_PING,
+  OP_TEXT,
+  WsProtocolError,
+} from "./ws_frame.ts";
+
+Deno.test("encodeFrame() and FrameDecoder round-trip every length class, masked and not", () => {
+  for (const mask of [true, false]) {
+    for (const length of [0, 1, 125, 126, 65535, 65536, 200_000]) {
+      const payload = Uint8Array.from({ length }, (_, i) => i & 0xff);
+      const frame = encodeFrame(OP_BINARY, payload, { mask });
+      const decoder = new FrameDecoder({ maxPayload: 1 << 20, expectMasked: mask });
+      // Feed in awkward pieces.
+      for (let i = 0; i < frame.length; i += 7_001) decoder.push(frame.subarray(i, i + 7_001));
+      const got = decoder.next();
+      assertEquals(got?.opcode, OP_BINARY);
+      assertEquals(got?.fin, true);
+      assertEquals(got?.payload, payload, `length ${length} mask ${mask}`);
+      assertEquals(decoder.next(), undefined);
+    }
+  }
+});
+
+Deno.test("FrameDecoder refuses wrong masking, RSV bits, bad opcodes, long control frames, oversize", () => {
+  const cases: [Uint8Array, boolean, number][] = [
+    [encodeFrame(OP_TEXT, new Uint8Array(1), { mask: false }), true, 1002],
+    [encodeFrame(OP_TEXT, new Uint8Array(1), { mask: true }), false, 1002],
+    [Uint8Array.of(0xc1, 0x00), false, 1002],
+    [Uint8Array.of(0x83, 0x00), false, 1002],
+    [encodeFrame(OP_PING, new Uint8Array(126), { mask: false }), false, 1002],
+    [encodeFrame(OP_PING, new Uint8Array(1), { mask: false, fin: false }), false, 1002],
+    [encodeFrame(OP_BINARY, new Uint8Array(2000), { mask: false }), false, 1009],
+  ];
+  for (const [bytes, expectMasked, code] of cases) {
+    const decoder = new FrameDecoder({ maxPayload: 1000, expectMasked });
+    decoder.push(bytes);
+    throws(() => decoder.next(), (e: unknown) => e instanceof WsProtocolError && e.code === code);
+  }
+});
+
+Deno.test("MessageAssembler joins fragments and refuses interleaved or oversized messages", () => {
+  const assembler = new MessageAssembler(10);
+  const te = new TextEncoder();
+  assertEquals(assembler.add({ fin: false, opcode: OP_TEXT, payload: te.encode("ab") }), undefined);
+  assertEquals(assembler.add({ fin: true, opcode: OP_CONTINUATION, payload: te.encode("cd") }), {
+    opcode: OP_TEXT,
+    data: te.encode("abcd"),
+  });
+  throws(
+    () => assembler.add({ fin: true, opcode: OP_CONTINUATION, payload: te.encode("x") }),
+    WsProtocolError,
+  );
+  const fresh = new MessageAssembler(10);
+  fresh.add({ fin: false, opcode: OP_BINARY, payload: new Uint8Array(5) });
+  throws(
+    () => fresh.add({ fin: true, opcode: OP_TEXT, payload: new Uint8Array(1) }),
+    WsProtocolError,
+  );
+  const small = new MessageAssembler(10);
+  small.add({ fin: false, opcode: OP_BINARY, payload: new Uint8Array(6) });
+  throws(
+    () => small.add({ fin: true, opcode: OP_CONTINUATION, payload: new Uint8Array(6) }),
+    (e: unknown) => e instanceof WsProtocolError && e.code === 1009,
+  );
+});
+
+Deno.test("close payloads carry code and reason; empty means 1005", () => {
+  assertEquals(decodeClosePayload(encodeClosePayload(4001, "bye")), { code: 4001, reason: "bye" });
+  assertEquals(decodeClosePayload(encodeClosePayload()), { code: 1005, reason: "" });
+  throws(() => decodeClosePayload(Uint8Array.of(3)), WsProtocolError);
+  assertEquals(encodeFrame(OP_CLOSE, encodeClosePayload(1000), { mask: false }).length, 4);
+});
+
+Deno.test("isSendableCloseCode() excludes reserved codes", () => {
+  assertEquals([1000, 1001, 1011, 1014, 3000, 4999].every(isSendableCloseCode), true);
+  assertEquals([999, 1004, 1005, 1006, 1015, 2999, 5000].some(isSendableCloseCode), false);
+});
