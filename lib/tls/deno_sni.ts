@@ -1,0 +1,226 @@
+/**
+ * The only place in Sluice that touches Deno's internal per-SNI certificate
+ * API. Everything else calls {@linkcode listenTlsWithSni},
+ * {@linkcode serveHttpOnListener} and {@linkcode serveHttpOnConnection}.
+ *
+ * Deno 2.9.6 has no public hook to choose a certificate per TLS server name.
+ * Internal pieces make it possible:
+ *
+ * - `Deno.listenTls({ …, [Symbol.for("unstableSniResolver")]: (serverName) => ({ cert, key }) })`:
+ *   the resolver is called with the ClientHello's server name (`""` when the
+ *   client sent none, e.g. when it connected to an IP address).
+ * - `Deno[Deno.internal].serveHttpOnListener(listener, signal, handler, onError, onListen)`:
+ *   serves HTTP/1.1 and HTTP/2 (by ALPN) on that listener, as `Deno.serve`
+ *   does (`Deno.serve({ cert, key, [symbol]: … })` ignores the resolver).
+ * - `Deno[Deno.internal].serveHttpOnConnection(conn, signal, handler, onError, onListen)`:
+ *   the same for one accepted connection, so the caller owns the accept loop
+ *   and can stop accepting without closing connections that have not sent
+ *   their first request yet (Deno's graceful shutdown of a listener does).
+ *
+ * Caveats, measured on Deno 2.9.6 (see `shared/DENO-FACTS.md` 14-17):
+ * - Deno caches the resolver's answer per server name for the listener's
+ *   whole life, failures included: a renewed certificate is never picked up
+ *   by that listener, and every distinct name a client sends adds an entry
+ *   (a copy of the certificate chain and key) that is never evicted. Callers
+ *   must bound this by replacing the listener (see `lib/server/https_listener.ts`).
+ * - A new rustls `ServerConfig` is built per handshake, so TLS session
+ *   resumption does not work and handshakes cost more CPU than with a static
+ *   certificate.
+ * - Aborting the `signal` given to either serve function after the server
+ *   began a graceful `shutdown()`, or after the connection ended on its own,
+ *   throws `BadResource` from inside Deno (an uncaught error: the process
+ *   dies). Callers here never pass a signal; they only use `shutdown()`.
+ * - These APIs are internal and may change in any Deno release:
+ *   {@linkcode checkSniSupport} fails loudly, naming the Deno version and the
+ *   missing piece, and `deno_sni_test.ts` proves the behaviour with real
+ *   handshakes. Re-run it after every Deno upgrade.
+ *
+ * It knows nothing of snapshots, routes or certificate tables.
+ *
+ * @module
+ */
+
+/** PEM certificate chain and private key handed to one TLS handshake. */
+export interface TlsKeyPair {
+  readonly cert: string;
+  readonly key: string;
+}
+
+/**
+ * Chooses the certificate for a server name (`""` when the client sent no
+ * SNI). Called at most once per distinct name per listener: Deno caches the
+ * answer, and a thrown error, for the listener's lifetime.
+ */
+export type SniResolver = (serverName: string) => TlsKeyPair | Promise<TlsKeyPair>;
+
+/** Options of {@linkcode listenTlsWithSni}. */
+export interface ListenTlsWithSniOptions {
+  /** Default `"0.0.0.0"`. */
+  readonly hostname?: string;
+  readonly port: number;
+  /** Share the port with other listeners (needs `--unstable-net` on Deno 2.9.6). */
+  readonly reusePort?: boolean;
+  /** Default `["h2", "http/1.1"]`. */
+  readonly alpnProtocols?: readonly string[];
+  /** The kernel's accept backlog. Default 511 (Deno's default). */
+  readonly tcpBacklog?: number;
+  readonly resolve: SniResolver;
+}
+
+/** Options of {@linkcode serveHttpOnListener}. */
+export interface ServeHttpOnListenerOptions {
+  /**
+   * Aborting it shuts the server down at once (not gracefully). Never abort it
+   * after `shutdown()` began or after the server finished on its own: Deno
+   * 2.9.6 then throws `BadResource` from inside (uncaught). Prefer `shutdown()`.
+   */
+  readonly signal?: AbortSignal;
+  /** Called when the handler throws; its response is sent instead. */
+  readonly onError?: (error: unknown) => Response | Promise<Response>;
+}
+
+/** The Deno version this module was written and tested against. */
+export const TESTED_DENO_VERSION = "2.9.6";
+
+const RESOLVER_SYMBOL_KEY = "unstableSniResolver";
+
+interface DenoInternals {
+  readonly resolverSymbol?: unknown;
+  readonly serveHttpOnListener?: unknown;
+  readonly serveHttpOnConnection?: unknown;
+}
+
+type ServeHttpOnConnectionFn = (
+  conn: Deno.Conn,
+  signal: AbortSignal | undefined,
+  handler: Deno.ServeHandler<Deno.NetAddr>,
+  onError: (error: unknown) => Response | Promise<Response>,
+  onListen: (scheme: unknown) => void,
+) => Deno.HttpServer<Deno.NetAddr>;
+
+type ServeHttpOnListenerFn = (
+  listener: Deno.Listener,
+  signal: AbortSignal | undefined,
+  handler: Deno.ServeHandler<Deno.NetAddr>,
+  onError: (error: unknown) => Response | Promise<Response>,
+  onListen: (scheme: unknown) => void,
+) => Deno.HttpServer<Deno.NetAddr>;
+
+/**
+ * Checks that the running Deno still offers the internal SNI APIs this module
+ * uses, and throws an error naming the Deno version and the missing API if
+ * not. Called by both functions below; call it at start-up to fail early.
+ */
+export function checkSniSupport(): void {
+  internalFunction("serveHttpOnListener", 5);
+  internalFunction("serveHttpOnConnection", 5);
+  resolverSymbol();
+}
+
+/**
+ * Opens a TLS listener whose certificate is chosen per server name by
+ * `options.resolve`. The listener is not served yet: pass it to
+ * {@linkcode serveHttpOnListener}, or accept connections from it directly.
+ */
+export function listenTlsWithSni(options: ListenTlsWithSniOptions): Deno.TlsListener {
+  const symbol = resolverSymbol();
+  const resolve = options.resolve;
+  const listenOptions = {
+    hostname: options.hostname ?? "0.0.0.0",
+    port: options.port,
+    transport: "tcp",
+    reusePort: options.reusePort ?? false,
+    alpnProtocols: [...(options.alpnProtocols ?? ["h2", "http/1.1"])],
+    ...(options.tcpBacklog === undefined ? {} : { tcpBacklog: options.tcpBacklog }),
+    // Deno reads the resolver under this symbol; it requires neither `cert` nor `key` then.
+    [symbol]: (serverName: string) => resolve(serverName),
+  };
+  return Deno.listenTls(
+    listenOptions as unknown as Deno.ListenTlsOptions & Deno.TlsCertifiedKeyPem,
+  );
+}
+
+/**
+ * Serves HTTP/1.1 and HTTP/2 (chosen by ALPN on TLS listeners) on `listener`
+ * with `handler`, like `Deno.serve`. The returned server's `shutdown()` stops
+ * accepting at once (the listening socket is closed) and resolves when the
+ * in-flight requests have finished; `finished` resolves after that.
+ */
+export function serveHttpOnListener(
+  listener: Deno.Listener,
+  handler: Deno.ServeHandler<Deno.NetAddr>,
+  options: ServeHttpOnListenerOptions = {},
+): Deno.HttpServer<Deno.NetAddr> {
+  const serve = serveHttpOnListenerFunction();
+  const onError = options.onError ?? defaultOnError;
+  return serve(listener, options.signal, handler, onError, () => {});
+}
+
+/**
+ * Serves HTTP/1.1 and HTTP/2 on one accepted connection (for a TLS connection
+ * the protocol is chosen by ALPN during the handshake, which runs here). The
+ * returned server's `shutdown()` lets an in-flight request finish and closes
+ * the connection (at once when it is idle, including before its first request).
+ * `finished` resolves when the connection is closed.
+ */
+export function serveHttpOnConnection(
+  conn: Deno.Conn,
+  handler: Deno.ServeHandler<Deno.NetAddr>,
+  options: ServeHttpOnListenerOptions = {},
+): Deno.HttpServer<Deno.NetAddr> {
+  const serve = internalFunction("serveHttpOnConnection", 5) as ServeHttpOnConnectionFn;
+  const onError = options.onError ?? defaultOnError;
+  return serve(conn, options.signal, handler, onError, () => {});
+}
+
+function defaultOnError(): Response {
+  return new Response("Internal Server Error\n", { status: 500 });
+}
+
+function internals(): DenoInternals | undefined {
+  const deno = Deno as unknown as { internal?: symbol } & Record<symbol, unknown>;
+  const key = deno.internal;
+  if (typeof key !== "symbol") return undefined;
+  return deno[key] as DenoInternals | undefined;
+}
+
+function unsupported(what: string): Error {
+  return new Error(
+    `Cannot serve per-SNI certificates on Deno "${Deno.version.deno}": ${what} ` +
+      `(Sluice uses Deno's internal SNI API, tested on Deno "${TESTED_DENO_VERSION}"; ` +
+      `see lib/tls/deno_sni.ts)`,
+  );
+}
+
+function serveHttpOnListenerFunction(): ServeHttpOnListenerFn {
+  return internalFunction("serveHttpOnListener", 5) as ServeHttpOnListenerFn;
+}
+
+function internalFunction(
+  name: "serveHttpOnListener" | "serveHttpOnConnection",
+  minArity: number,
+): unknown {
+  const found = internals();
+  if (found === undefined) throw unsupported("Deno[Deno.internal] is missing");
+  const fn = found[name];
+  if (typeof fn !== "function") throw unsupported(`Deno[Deno.internal].${name} is missing`);
+  if (fn.length < minArity) {
+    throw unsupported(
+      `Deno[Deno.internal].${name} takes ${fn.length} arguments, ` +
+        `expected (listener or connection, signal, handler, onError, onListen)`,
+    );
+  }
+  return fn;
+}
+
+function resolverSymbol(): symbol {
+  const symbol = Symbol.for(RESOLVER_SYMBOL_KEY);
+  const found = internals();
+  if (found === undefined) throw unsupported("Deno[Deno.internal] is missing");
+  if (found.resolverSymbol !== symbol) {
+    throw unsupported(
+      `Deno[Deno.internal].resolverSymbol is not Symbol.for("${RESOLVER_SYMBOL_KEY}")`,
+    );
+  }
+  return symbol;
+}

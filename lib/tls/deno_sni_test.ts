@@ -1,0 +1,176 @@
+/**
+ * Pins the behaviour of Deno's internal SNI API that Sluice depends on, with
+ * real TLS handshakes on loopback. If one of these fails after a Deno
+ * upgrade, read `lib/tls/deno_sni.ts` and `lib/server/https_listener.ts`
+ * before changing anything.
+ *
+ * @module
+ */
+import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { httpsGet, tlsHandshake } from "../server/_test_client.ts";
+import {
+  checkSniSupport,
+  listenTlsWithSni,
+  serveHttpOnConnection,
+  serveHttpOnListener,
+  TESTED_DENO_VERSION,
+  type TlsKeyPair,
+} from "./deno_sni.ts";
+import { generateSelfSignedCertificate } from "./self_signed.ts";
+
+const [certA, certA2, certB, certDefault] = await Promise.all([
+  generateSelfSignedCertificate({ hostnames: ["a.test"] }),
+  generateSelfSignedCertificate({ hostnames: ["a.test"] }),
+  generateSelfSignedCertificate({ hostnames: ["b.test"] }),
+  generateSelfSignedCertificate({ hostnames: ["default.test"] }),
+]);
+
+function pair(certificate: { certPem: string; keyPem: string }): TlsKeyPair {
+  return { cert: certificate.certPem, key: certificate.keyPem };
+}
+
+Deno.test("checkSniSupport() finds Deno's internal SNI API on this Deno", () => {
+  try {
+    checkSniSupport();
+  } catch (error) {
+    throw new Error(
+      `Deno ${Deno.version.deno} no longer offers the internal SNI API Sluice uses ` +
+        `(tested on ${TESTED_DENO_VERSION}): ${(error as Error).message}`,
+    );
+  }
+});
+
+Deno.test("listenTlsWithSni() serves the certificate the resolver picks for each server name", async () => {
+  const asked: string[] = [];
+  const listener = listenTlsWithSni({
+    hostname: "127.0.0.1",
+    port: 0,
+    resolve: (serverName) => {
+      asked.push(serverName);
+      if (serverName === "a.test") return pair(certA);
+      if (serverName === "b.test") return pair(certB);
+      return pair(certDefault);
+    },
+  });
+  const server = serveHttpOnListener(listener, (req) => new Response(new URL(req.url).host));
+  const { port } = listener.addr;
+  try {
+    // A handshake trusting only certificate A succeeds for a.test and fails for b.test.
+    const a = await httpsGet(port, "/", { serverName: "a.test", caCerts: [certA.certPem] });
+    assertEquals(a.status, 200);
+    // b.test must not be served certificate A.
+    await assertRejects(
+      () => tlsHandshake(port, { serverName: "b.test", caCerts: [certA.certPem] }),
+      Error,
+      "invalid peer certificate",
+    );
+    await tlsHandshake(port, { serverName: "b.test", caCerts: [certB.certPem] });
+    // No SNI (an IP address): the resolver is asked for "". The default certificate has no IP
+    // address SAN, so the client rejects it, and its error names the certificate it was served.
+    await assertRejects(
+      () => tlsHandshake(port, { serverName: "127.0.0.1", caCerts: [certDefault.certPem] }),
+      Error,
+      "default.test",
+    );
+    assertEquals(asked.sort(), ["", "a.test", "b.test"]);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("listenTlsWithSni() caches each server name's certificate for the listener's life", async () => {
+  // This caching is why the HTTPS listener rotates generations: if a Deno
+  // upgrade removes it, rotation may no longer be needed (and this test fails).
+  let current = certA;
+  let calls = 0;
+  const resolve = () => {
+    calls++;
+    return pair(current);
+  };
+  const first = listenTlsWithSni({ hostname: "127.0.0.1", port: 0, reusePort: true, resolve });
+  const { port } = first.addr;
+  const serveFirst = serveHttpOnListener(first, () => new Response("first"));
+  try {
+    await tlsHandshake(port, { serverName: "a.test", caCerts: [certA.certPem] });
+    current = certA2;
+    await tlsHandshake(port, { serverName: "a.test", caCerts: [certA.certPem] });
+    // The listener cached certificate A for a.test: the renewed one is not served.
+    await assertRejects(
+      () => tlsHandshake(port, { serverName: "a.test", caCerts: [certA2.certPem] }),
+      Error,
+      "invalid peer certificate",
+    );
+    assertEquals(calls, 1, "the resolver is asked once per server name");
+  } finally {
+    await serveFirst.shutdown();
+  }
+  // A new listener on the same port asks again and serves the renewed certificate.
+  const second = listenTlsWithSni({ hostname: "127.0.0.1", port, reusePort: true, resolve });
+  const serveSecond = serveHttpOnListener(second, () => new Response("second"));
+  try {
+    await tlsHandshake(port, { serverName: "a.test", caCerts: [certA2.certPem] });
+    assertEquals(calls, 2);
+  } finally {
+    await serveSecond.shutdown();
+  }
+});
+
+Deno.test("listenTlsWithSni() caches a resolver failure for the server name", async () => {
+  let calls = 0;
+  const listener = listenTlsWithSni({
+    hostname: "127.0.0.1",
+    port: 0,
+    resolve: () => {
+      calls++;
+      if (calls === 1) throw new Error("No certificate yet");
+      return pair(certA);
+    },
+  });
+  const server = serveHttpOnListener(listener, () => new Response("ok"));
+  try {
+    for (let i = 0; i < 2; i++) {
+      await assertRejects(() =>
+        tlsHandshake(listener.addr.port, { serverName: "a.test", caCerts: [certA.certPem] })
+      );
+    }
+    assertEquals(calls, 1);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("serveHttpOnListener() negotiates h2 and http/1.1 by ALPN", async () => {
+  const listener = listenTlsWithSni({
+    hostname: "127.0.0.1",
+    port: 0,
+    resolve: () => pair(certA),
+  });
+  const server = serveHttpOnListener(listener, () => new Response("ok"));
+  const options = { serverName: "a.test", caCerts: [certA.certPem] };
+  try {
+    const port = listener.addr.port;
+    assertEquals(await tlsHandshake(port, { ...options, alpnProtocols: ["h2", "http/1.1"] }), "h2");
+    assertEquals(await tlsHandshake(port, { ...options, alpnProtocols: ["http/1.1"] }), "http/1.1");
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("serveHttpOnConnection() serves one accepted TLS connection until shutdown()", async () => {
+  const listener = listenTlsWithSni({
+    hostname: "127.0.0.1",
+    port: 0,
+    resolve: () => pair(certA),
+  });
+  const request = httpsGet(listener.addr.port, "/one", {
+    serverName: "a.test",
+    caCerts: [certA.certPem],
+  });
+  const conn = await listener.accept();
+  listener.close();
+  const server = serveHttpOnConnection(conn, (req) => new Response(new URL(req.url).pathname));
+  const response = await request;
+  assertEquals([response.status, response.body], [200, "/one"]);
+  await server.shutdown();
+  await server.finished;
+});

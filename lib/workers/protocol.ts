@@ -1,0 +1,92 @@
+/**
+ * The messages between the control plane (main thread) and the serving
+ * workers. Everything is structured-clonable plain data: the control plane
+ * posts the snapshot's *input* (for Sluice, a translation and the default
+ * certificate), and each worker compiles its own {@linkcode Snapshot}
+ * (compiled tables hold functions and cannot cross a worker boundary).
+ *
+ * Sequence: main → `start` (with the first snapshot) → worker opens its
+ * listeners → `listening` (the bound ports) → `applied`. Then, per update,
+ * `snapshot` → `applied` (or `rejected`: the worker keeps serving the last
+ * good one). Finally `shutdown` → `stopped`, and the worker closes itself.
+ * A worker that fails posts `failed` before it dies.
+ *
+ * Knows nothing of Deno listeners or routing internals.
+ *
+ * @module
+ */
+import type { LogFormat, LogLevel } from "../log/logging.ts";
+
+/** Where and how a worker serves; the same for every worker of a pool. */
+export interface WorkerConfig {
+  /** Default `"0.0.0.0"`. */
+  readonly hostname?: string;
+  /** Plain HTTP port; 0 lets the first worker pick one; `null` serves no HTTP. */
+  readonly httpPort: number | null;
+  /** HTTPS port; 0 lets the first worker pick one; `null` serves no HTTPS. */
+  readonly httpsPort: number | null;
+  /** See `HttpsListenerOptions.maxServerNames`. */
+  readonly maxServerNames?: number;
+  /** See `HttpsListenerOptions.firstRequestGraceMs`. */
+  readonly firstRequestGraceMs?: number;
+  /** Options for the worker's request handler factory (plain data; e.g. the proxy's timeouts and HSTS). */
+  readonly handlerOptions?: unknown;
+  /** Log configuration to install in the worker (each isolate has its own sinks). */
+  readonly logging?: { readonly level: LogLevel; readonly format: LogFormat };
+}
+
+/** A snapshot's input, as posted. */
+export interface SnapshotMessage<D> {
+  readonly type: "snapshot";
+  readonly version: number;
+  readonly data: D;
+}
+
+/** Messages the control plane sends. */
+export type ToWorker<D> =
+  | {
+    readonly type: "start";
+    readonly worker: number;
+    readonly config: WorkerConfig;
+    readonly snapshot: SnapshotMessage<D>;
+  }
+  | SnapshotMessage<D>
+  | { readonly type: "shutdown"; readonly timeoutMs: number };
+
+/** Messages a worker sends. */
+export type FromWorker =
+  | {
+    readonly type: "listening";
+    readonly worker: number;
+    readonly httpPort: number | null;
+    readonly httpsPort: number | null;
+  }
+  | { readonly type: "applied"; readonly worker: number; readonly version: number }
+  | {
+    readonly type: "rejected";
+    readonly worker: number;
+    readonly version: number;
+    readonly message: string;
+  }
+  | {
+    readonly type: "stopped";
+    readonly worker: number;
+    readonly graceful: boolean;
+    readonly openConnections: number;
+  }
+  | { readonly type: "failed"; readonly worker: number; readonly message: string };
+
+const FROM_WORKER_TYPES = new Set(["listening", "applied", "rejected", "stopped", "failed"]);
+const TO_WORKER_TYPES = new Set(["start", "snapshot", "shutdown"]);
+
+/** Whether `value` looks like a {@linkcode FromWorker} message (checked on the type tag). */
+export function isFromWorker(value: unknown): value is FromWorker {
+  return typeof value === "object" && value !== null &&
+    FROM_WORKER_TYPES.has((value as { type?: unknown }).type as string);
+}
+
+/** Whether `value` looks like a {@linkcode ToWorker} message (checked on the type tag). */
+export function isToWorker<D>(value: unknown): value is ToWorker<D> {
+  return typeof value === "object" && value !== null &&
+    TO_WORKER_TYPES.has((value as { type?: unknown }).type as string);
+}

@@ -1,0 +1,264 @@
+/**
+ * The control plane's side of multi-core serving (`--workers N`): starts N
+ * Web Workers that each serve the same ports (`reusePort`; the kernel spreads
+ * connections between them), posts every snapshot input to all of them, and
+ * stops them.
+ *
+ * All N servers are workers: the main thread stays the control plane
+ * (Kubernetes watches, translation, status), so a large relist never stalls
+ * request serving. The first worker starts alone, so that a port of 0 (tests)
+ * becomes a real port that the others then share.
+ *
+ * Knows the protocol (`protocol.ts`); nothing of routing or proxying.
+ *
+ * @module
+ */
+import { componentLogger, type Logger } from "../log/logging.ts";
+import { type FromWorker, isFromWorker, type ToWorker, type WorkerConfig } from "./protocol.ts";
+
+/** Options of {@linkcode startWorkerPool}. */
+export interface WorkerPoolOptions<D> {
+  /** How many workers serve; at least 1. */
+  readonly count: number;
+  /** The worker entry module, which calls `runWorker()`. */
+  readonly module: URL;
+  readonly config: WorkerConfig;
+  /** The first snapshot input; workers serve only once they have one. */
+  readonly snapshot: { readonly version: number; readonly data: D };
+  /** How long a worker may take to start listening. Default 30,000 ms. */
+  readonly startTimeoutMs?: number;
+  /** Default: the `workers` component logger. */
+  readonly logger?: Logger;
+}
+
+/** What {@linkcode WorkerPool.publish} observed. */
+export interface PublishResult {
+  /** Workers that kept their previous snapshot, with the reason. */
+  readonly rejected: readonly { readonly worker: number; readonly message: string }[];
+}
+
+/** What {@linkcode WorkerPool.shutdown} observed. */
+export interface PoolShutdownResult {
+  /** Every worker closed all its connections before the deadline. */
+  readonly graceful: boolean;
+  /** Connections still finishing a request at the deadline, all workers. */
+  readonly openConnections: number;
+}
+
+interface Pending {
+  readonly version: number;
+  readonly waiting: Set<number>;
+  readonly rejected: { worker: number; message: string }[];
+  readonly resolve: (result: PublishResult) => void;
+}
+
+interface Member {
+  readonly id: number;
+  readonly worker: Worker;
+  alive: boolean;
+  stopped: PromiseWithResolvers<PoolShutdownResult>;
+}
+
+/** Starts `count` serving workers and resolves once all of them listen. */
+export async function startWorkerPool<D>(options: WorkerPoolOptions<D>): Promise<WorkerPool<D>> {
+  if (!(options.count >= 1)) {
+    throw new RangeError(`Cannot start workers: count "${options.count}" is below 1`);
+  }
+  const pool = new WorkerPool<D>(options);
+  try {
+    await pool.start();
+  } catch (error) {
+    pool.terminate();
+    throw error;
+  }
+  return pool;
+}
+
+/** N serving workers sharing the same ports. Create with {@linkcode startWorkerPool}. */
+export class WorkerPool<D> {
+  #options: WorkerPoolOptions<D>;
+  #logger: Logger;
+  #members: Member[] = [];
+  #latest: { version: number; data: D };
+  #pending = new Set<Pending>();
+  #listening = new Map<number, PromiseWithResolvers<FromWorker & { type: "listening" }>>();
+  #ports: { httpPort: number | null; httpsPort: number | null } = {
+    httpPort: null,
+    httpsPort: null,
+  };
+  #shutdown: Promise<PoolShutdownResult> | undefined;
+
+  /** Use {@linkcode startWorkerPool}. */
+  constructor(options: WorkerPoolOptions<D>) {
+    this.#options = options;
+    this.#logger = options.logger ?? componentLogger("workers");
+    this.#latest = options.snapshot;
+  }
+
+  /** The HTTP port all workers serve, or `null`. */
+  get httpPort(): number | null {
+    return this.#ports.httpPort;
+  }
+
+  /** The HTTPS port all workers serve, or `null`. */
+  get httpsPort(): number | null {
+    return this.#ports.httpsPort;
+  }
+
+  /** Workers still running. */
+  get size(): number {
+    return this.#members.filter((m) => m.alive).length;
+  }
+
+  /** @internal Starts the first worker, then the others on the ports it bound. */
+  async start(): Promise<void> {
+    const first = await this.#spawn(0, this.#options.config);
+    this.#ports = { httpPort: first.httpPort, httpsPort: first.httpsPort };
+    const shared: WorkerConfig = { ...this.#options.config, ...this.#ports };
+    const rest = [];
+    for (let id = 1; id < this.#options.count; id++) rest.push(this.#spawn(id, shared));
+    await Promise.all(rest);
+  }
+
+  /**
+   * Posts a snapshot input to every worker; resolves once each has applied
+   * it (new requests and TLS handshakes see it) or rejected it.
+   */
+  publish(version: number, data: D): Promise<PublishResult> {
+    this.#latest = { version, data };
+    const alive = this.#members.filter((m) => m.alive);
+    const { promise, resolve } = Promise.withResolvers<PublishResult>();
+    const pending: Pending = {
+      version,
+      waiting: new Set(alive.map((m) => m.id)),
+      rejected: [],
+      resolve,
+    };
+    this.#pending.add(pending);
+    const message: ToWorker<D> = { type: "snapshot", version, data };
+    for (const member of alive) member.worker.postMessage(message);
+    this.#settle(pending);
+    return promise;
+  }
+
+  /**
+   * Asks every worker to stop accepting and finish its in-flight requests
+   * within `timeoutMs`; resolves when all have stopped (each then exits).
+   */
+  shutdown(options: { readonly timeoutMs?: number } = {}): Promise<PoolShutdownResult> {
+    this.#shutdown ??= this.#stop(options.timeoutMs ?? 30_000);
+    return this.#shutdown;
+  }
+
+  /** Stops every worker at once, without draining. */
+  terminate(): void {
+    for (const member of this.#members) this.#lose(member, "terminated");
+  }
+
+  async #stop(timeoutMs: number): Promise<PoolShutdownResult> {
+    const alive = this.#members.filter((m) => m.alive);
+    for (const member of alive) member.worker.postMessage({ type: "shutdown", timeoutMs });
+    // A worker that does not answer within the deadline (plus slack) is terminated.
+    const timer = setTimeout(() => {
+      for (const member of alive) this.#lose(member, "did not stop in time");
+    }, timeoutMs + 5_000);
+    const results = await Promise.all(alive.map((m) => m.stopped.promise));
+    clearTimeout(timer);
+    return {
+      graceful: results.every((r) => r.graceful),
+      openConnections: results.reduce((sum, r) => sum + r.openConnections, 0),
+    };
+  }
+
+  #spawn(id: number, config: WorkerConfig): Promise<FromWorker & { type: "listening" }> {
+    const worker = new Worker(this.#options.module, {
+      type: "module",
+      name: `sluice-worker-${id}`,
+    });
+    const member: Member = { id, worker, alive: true, stopped: Promise.withResolvers() };
+    this.#members.push(member);
+    const listening = Promise.withResolvers<FromWorker & { type: "listening" }>();
+    this.#listening.set(id, listening);
+    worker.onmessage = (event) => this.#receive(member, event.data);
+    worker.onerror = (event) => {
+      // Without preventDefault an error in a worker also terminates the main thread.
+      event.preventDefault();
+      this.#lose(member, `uncaught error: ${event.message}`);
+    };
+    worker.onmessageerror = () =>
+      this.#logger.error("Cannot read a message from worker {worker}", { worker: id });
+    worker.postMessage({
+      type: "start",
+      worker: id,
+      config,
+      snapshot: { type: "snapshot", ...this.#latest },
+    });
+    const timeoutMs = this.#options.startTimeoutMs ?? 30_000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`Cannot start worker ${id}: not listening after ${timeoutMs} ms`));
+      }, timeoutMs);
+    });
+    return Promise.race([listening.promise, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  #receive(member: Member, message: unknown): void {
+    if (!isFromWorker(message)) return;
+    switch (message.type) {
+      case "listening":
+        this.#listening.get(member.id)?.resolve(message);
+        this.#listening.delete(member.id);
+        return;
+      case "applied":
+      case "rejected":
+        for (const pending of this.#pending) {
+          if (message.version < pending.version) continue;
+          if (message.type === "rejected" && message.version === pending.version) {
+            pending.rejected.push({ worker: member.id, message: message.message });
+          }
+          pending.waiting.delete(member.id);
+          this.#settle(pending);
+        }
+        return;
+      case "stopped":
+        member.alive = false;
+        member.stopped.resolve({
+          graceful: message.graceful,
+          openConnections: message.openConnections,
+        });
+        this.#forget(member);
+        return;
+      case "failed":
+        this.#lose(member, message.message);
+        return;
+    }
+  }
+
+  /** A worker is gone (failed, errored, terminated): stop waiting for it. */
+  #lose(member: Member, reason: string): void {
+    if (!member.alive) return;
+    member.alive = false;
+    this.#logger.error("Worker {worker} stopped: {reason}", { worker: member.id, reason });
+    member.worker.terminate();
+    this.#listening.get(member.id)?.reject(
+      new Error(`Cannot start worker ${member.id}: ${reason}`),
+    );
+    this.#listening.delete(member.id);
+    member.stopped.resolve({ graceful: false, openConnections: 0 });
+    this.#forget(member);
+  }
+
+  #forget(member: Member): void {
+    for (const pending of this.#pending) {
+      pending.waiting.delete(member.id);
+      this.#settle(pending);
+    }
+  }
+
+  #settle(pending: Pending): void {
+    if (pending.waiting.size > 0) return;
+    this.#pending.delete(pending);
+    pending.resolve({ rejected: pending.rejected });
+  }
+}

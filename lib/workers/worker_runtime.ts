@@ -1,0 +1,157 @@
+/**
+ * What runs inside each serving worker: receives snapshot inputs from the
+ * control plane ({@linkcode ToWorker}), compiles them, holds the current
+ * {@linkcode Snapshot} (the one shared mutable cell, swapped by reference),
+ * and serves HTTP and HTTPS on the configured ports with `reusePort`, so that
+ * every worker of the pool serves the same ports and the kernel spreads
+ * connections between them.
+ *
+ * A worker entry module calls {@linkcode runWorker} with the routing model's
+ * compiler and the request handler factory (for Sluice, `lib/workers/sluice_worker.ts`).
+ *
+ * Knows the protocol, the listeners and the snapshot contract; nothing of
+ * Kubernetes or of how requests are proxied.
+ *
+ * @module
+ */
+import { componentLogger, configureLogging, type Logger } from "../log/logging.ts";
+import type { Snapshot } from "../routing/snapshot.ts";
+import { listenHttp } from "../server/http_listener.ts";
+import { type HttpsListener, listenHttps } from "../server/https_listener.ts";
+import type { Listener, RequestHandler } from "../server/listener.ts";
+import { type FromWorker, isToWorker, type SnapshotMessage, type ToWorker } from "./protocol.ts";
+
+/** The part of a worker's global scope the runtime uses (`self` in a worker). */
+export interface WorkerScope {
+  onmessage: ((event: MessageEvent) => void) | null;
+  postMessage(message: FromWorker): void;
+  close(): void;
+}
+
+/** Options of {@linkcode runWorker}. */
+export interface WorkerRuntimeOptions<D> {
+  /** Compiles a posted snapshot input; throws when it is unusable (the last good one keeps serving). */
+  compile(data: D, version: number): Snapshot;
+  /**
+   * Makes the request handler; it reads `snapshot()` once per request.
+   * `handlerOptions` is `WorkerConfig.handlerOptions`. A `close()`
+   * method on the handler, if any, is called after the listeners shut down.
+   */
+  createHandler(options: {
+    readonly snapshot: () => Snapshot;
+    readonly handlerOptions: unknown;
+    readonly logger: Logger;
+  }): RequestHandler & { close?: () => void };
+}
+
+/** Serves on behalf of the control plane until told to shut down. Call once, from the worker entry module. */
+export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D>): void {
+  let worker = -1;
+  let current: Snapshot | undefined;
+  let https: HttpsListener | undefined;
+  let handler: (RequestHandler & { close?: () => void }) | undefined;
+  const listeners: Listener[] = [];
+  const snapshot = (): Snapshot => {
+    if (current === undefined) throw new Error("Cannot serve: no snapshot installed yet");
+    return current;
+  };
+  const logger = () => componentLogger("worker").with({ worker });
+
+  const install = (message: SnapshotMessage<D>): void => {
+    if (current !== undefined && message.version <= current.version) return;
+    current = options.compile(message.data, message.version);
+  };
+
+  const apply = async (message: SnapshotMessage<D>): Promise<void> => {
+    try {
+      install(message);
+    } catch (error) {
+      logger().error("Cannot apply snapshot {version}: {error}", {
+        version: message.version,
+        error: String(error),
+      });
+      scope.postMessage({
+        type: "rejected",
+        worker,
+        version: message.version,
+        message: error instanceof Error ? error.message : String(error),
+      });
+      return;
+    }
+    // Acknowledge once new TLS handshakes see the new certificates.
+    if (https?.refresh()) await https.settled();
+    scope.postMessage({ type: "applied", worker, version: message.version });
+  };
+
+  const start = async (message: Extract<ToWorker<D>, { type: "start" }>): Promise<void> => {
+    worker = message.worker;
+    const { config } = message;
+    if (config.logging !== undefined) await configureLogging(config.logging);
+    install(message.snapshot);
+    handler = options.createHandler({
+      snapshot,
+      handlerOptions: config.handlerOptions,
+      logger: componentLogger("proxy").with({ worker }),
+    });
+    const hostname = config.hostname ?? "0.0.0.0";
+    let httpPort: number | null = null;
+    let httpsPort: number | null = null;
+    if (config.httpPort !== null) {
+      const http = listenHttp(handler, { hostname, port: config.httpPort, reusePort: true });
+      listeners.push(http);
+      httpPort = http.addr.port;
+    }
+    if (config.httpsPort !== null) {
+      https = listenHttps(handler, {
+        hostname,
+        port: config.httpsPort,
+        certificates: () => snapshot().certificates,
+        ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
+        ...(config.firstRequestGraceMs === undefined
+          ? {}
+          : { firstRequestGraceMs: config.firstRequestGraceMs }),
+        logger: logger(),
+      });
+      listeners.push(https);
+      httpsPort = https.addr.port;
+    }
+    scope.postMessage({ type: "listening", worker, httpPort, httpsPort });
+    scope.postMessage({ type: "applied", worker, version: message.snapshot.version });
+  };
+
+  const stop = async (timeoutMs: number): Promise<void> => {
+    const results = await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs })));
+    handler?.close?.();
+    scope.postMessage({
+      type: "stopped",
+      worker,
+      graceful: results.every((r) => r.graceful),
+      openConnections: results.reduce((sum, r) => sum + (r.openConnections ?? 0), 0),
+    });
+    scope.onmessage = null;
+    scope.close();
+  };
+
+  let queue = Promise.resolve();
+  scope.onmessage = (event) => {
+    const message: unknown = event.data;
+    if (!isToWorker<D>(message)) return;
+    queue = queue.then(async () => {
+      switch (message.type) {
+        case "start":
+          return await start(message);
+        case "snapshot":
+          return await apply(message);
+        case "shutdown":
+          return await stop(message.timeoutMs);
+      }
+    }).catch((error) => {
+      scope.postMessage({
+        type: "failed",
+        worker,
+        message: error instanceof Error ? error.message : String(error),
+      });
+      scope.close();
+    });
+  };
+}

@@ -1,0 +1,315 @@
+// A benchmark script: printing its report is its job.
+// deno-lint-ignore-file no-console
+/**
+ * The proxy benchmark (`deno task bench:proxy`): on loopback, a fast backend
+ * (nginx serving a 1 KiB and a 1 MiB file, keep-alive), nginx as a reverse
+ * proxy with upstream keep-alive (the baseline), and Sluice with 1 worker and
+ * with all workers, measured with wrk bounded in time, alternating targets
+ * for several rounds; prints medians of req/s, p50/p99 latency, ratios to
+ * nginx, CPU used by the proxy (so req/s per core), and Sluice's RSS.
+ *
+ * Installs nginx and wrk from Debian with apt-get when missing (needs root).
+ * Everything runs as the current user from a temporary directory; no system
+ * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`.
+ *
+ * @module
+ */
+
+const ROOT = new URL("../../", import.meta.url);
+const SERVER = new URL("./sluice_bench_server.ts", import.meta.url).pathname;
+const DENO = Deno.execPath();
+
+function option(name: string, fallback: number): number {
+  const index = Deno.args.indexOf(`--${name}`);
+  return index >= 0 ? Number(Deno.args[index + 1]) : fallback;
+}
+
+const ROUNDS = option("rounds", 3);
+const DURATION_S = option("duration", 5);
+const CONNECTIONS = option("connections", 64);
+const CPUS = navigator.hardwareConcurrency;
+
+interface Target {
+  readonly name: string;
+  readonly port: number;
+  /** Processes whose CPU time counts as the proxy's (none for direct). */
+  readonly pids: () => Promise<number[]>;
+}
+
+interface Sample {
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly cores: number;
+}
+
+async function run(cmd: string, args: string[], quiet = false): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  if (!out.success && !quiet) throw new Error(`Cannot run "${cmd} ${args.join(" ")}": ${text}`);
+  return text;
+}
+
+async function has(binary: string): Promise<boolean> {
+  return (await new Deno.Command("sh", { args: ["-c", `command -v ${binary}`] }).output()).success;
+}
+
+async function ensureTools(): Promise<void> {
+  const missing = [];
+  if (!(await has("nginx"))) missing.push("nginx-light");
+  if (!(await has("wrk"))) missing.push("wrk");
+  if (missing.length === 0) return;
+  console.error(`Installing ${missing.join(", ")} with apt-get…`);
+  await run("apt-get", ["update", "-qq"]);
+  await run("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...missing]);
+}
+
+/** `n` distinct free loopback ports (held open together while chosen). */
+function freePorts(n: number): number[] {
+  const listeners = Array.from(
+    { length: n },
+    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
+  );
+  const ports = listeners.map((l) => l.addr.port);
+  for (const listener of listeners) listener.close();
+  return ports;
+}
+
+async function waitForPort(port: number, what: string): Promise<void> {
+  const deadline = performance.now() + 20_000;
+  while (performance.now() < deadline) {
+    try {
+      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  throw new Error(`Timed out waiting for ${what} on port ${port}`);
+}
+
+function nginxConfig(dir: string, body: string): string {
+  return `worker_processes 1;
+daemon off;
+pid ${dir}/nginx-$NAME.pid;
+error_log ${dir}/error-$NAME.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/tmp/body;
+  proxy_temp_path ${dir}/tmp/proxy;
+  fastcgi_temp_path ${dir}/tmp/fastcgi;
+  uwsgi_temp_path ${dir}/tmp/uwsgi;
+  scgi_temp_path ${dir}/tmp/scgi;
+  keepalive_requests 1000000;
+  keepalive_timeout 60s;
+${body}
+}
+`;
+}
+
+async function startNginx(dir: string, name: string, body: string): Promise<Deno.ChildProcess> {
+  const path = `${dir}/${name}.conf`;
+  await Deno.writeTextFile(path, nginxConfig(dir, body).replaceAll("$NAME", name));
+  return new Deno.Command("nginx", {
+    args: ["-p", dir, "-e", `${dir}/error-${name}.log`, "-c", path],
+    stdout: "null",
+    stderr: "inherit",
+  }).spawn();
+}
+
+async function childPids(pid: number): Promise<number[]> {
+  const text = await run("pgrep", ["-P", String(pid)], true);
+  return [pid, ...text.split("\n").filter((l) => l.trim() !== "").map(Number)];
+}
+
+/** User + system CPU seconds of the processes (all their threads). */
+async function cpuSeconds(pids: number[]): Promise<number> {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // Gone.
+    }
+  }
+  return ticks / 100;
+}
+
+async function rssMiB(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+function parseLatency(text: string, percentile: string): number {
+  const match = new RegExp(`^\\s*${percentile}%\\s+([\\d.]+)(us|ms|s)`, "m").exec(text);
+  if (match === null) return NaN;
+  const value = Number(match[1]);
+  return match[2] === "us" ? value / 1000 : match[2] === "s" ? value * 1000 : value;
+}
+
+async function wrk(target: Target, path: string): Promise<Sample> {
+  const pids = await target.pids();
+  const cpuBefore = await cpuSeconds(pids);
+  const started = performance.now();
+  const text = await run("wrk", [
+    "-t1",
+    `-c${CONNECTIONS}`,
+    `-d${DURATION_S}s`,
+    "--latency",
+    `http://127.0.0.1:${target.port}${path}`,
+  ]);
+  const wall = (performance.now() - started) / 1000;
+  const cores = pids.length === 0 ? 0 : (await cpuSeconds(pids) - cpuBefore) / wall;
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1] ?? NaN);
+  const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)/.exec(text);
+  if (errors !== null) console.error(`${target.name} ${path}: ${errors[0]}`);
+  return { rps, p50: parseLatency(text, "50"), p99: parseLatency(text, "99"), cores };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function main(): Promise<void> {
+  await ensureTools();
+  const dir = await Deno.makeTempDir({ prefix: "sluice-bench-" });
+  const children: Deno.ChildProcess[] = [];
+  try {
+    await Deno.chmod(dir, 0o755);
+    await Deno.mkdir(`${dir}/tmp`);
+    await Deno.mkdir(`${dir}/www`);
+    await Deno.writeFile(`${dir}/www/1k.bin`, new Uint8Array(1024).fill(97));
+    await Deno.writeFile(`${dir}/www/1m.bin`, new Uint8Array(1024 * 1024).fill(98));
+    for (const file of ["www", "www/1k.bin", "www/1m.bin"]) {
+      await Deno.chmod(`${dir}/${file}`, 0o755);
+    }
+
+    const [backendPort = 0, nginxPort = 0, sluice1Port = 0, sluiceNPort = 0] = freePorts(4);
+    const backend = await startNginx(
+      dir,
+      "backend",
+      `
+  server { listen 127.0.0.1:${backendPort}; root ${dir}/www; }`,
+    );
+    children.push(backend);
+    const nginx = await startNginx(
+      dir,
+      "proxy",
+      `
+  upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${nginxPort};
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering on;
+    }
+  }`,
+    );
+    children.push(nginx);
+    const sluice = (port: number, workers: number) =>
+      new Deno.Command(DENO, {
+        args: [
+          "run",
+          "-A",
+          "--unstable-net",
+          SERVER,
+          "--port",
+          String(port),
+          "--workers",
+          String(workers),
+          "--backend",
+          `127.0.0.1:${backendPort}`,
+        ],
+        cwd: ROOT,
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+    const sluice1 = sluice(sluice1Port, 1);
+    const sluiceN = sluice(sluiceNPort, CPUS);
+    children.push(sluice1, sluiceN);
+    const readyLine = async (child: Deno.ChildProcess) => {
+      const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      const { value } = await reader.read();
+      reader.releaseLock();
+      return JSON.parse(value!.split("\n")[0]!) as { handler: string; pid: number };
+    };
+    const [ready1, readyN] = await Promise.all([readyLine(sluice1), readyLine(sluiceN)]);
+    for (const [port, what] of [[backendPort, "the backend"], [nginxPort, "nginx"]] as const) {
+      await waitForPort(port, what);
+    }
+    console.log(`Sluice handler: ${ready1.handler}`);
+    console.log(
+      `wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s, ${ROUNDS} rounds alternating, medians; ${CPUS} CPUs`,
+    );
+
+    const targets: Target[] = [
+      { name: "direct (nginx backend)", port: backendPort, pids: () => Promise.resolve([]) },
+      { name: "nginx proxy, 1 worker", port: nginxPort, pids: () => childPids(nginx.pid) },
+      { name: "Sluice, 1 worker", port: sluice1Port, pids: () => Promise.resolve([ready1.pid]) },
+      {
+        name: `Sluice, ${CPUS} workers`,
+        port: sluiceNPort,
+        pids: () => Promise.resolve([readyN.pid]),
+      },
+    ];
+    const rss = new Map<string, number>();
+    for (const [label, path] of [["1 KiB", "/1k.bin"], ["1 MiB", "/1m.bin"]] as const) {
+      const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const target of targets) {
+          samples.get(target.name)!.push(await wrk(target, path));
+          for (
+            const [name, pid] of [["Sluice, 1 worker", ready1.pid], [
+              `Sluice, ${CPUS} workers`,
+              readyN.pid,
+            ]] as const
+          ) {
+            rss.set(name, Math.max(rss.get(name) ?? 0, await rssMiB(pid)));
+          }
+        }
+      }
+      const med = (name: string, key: keyof Sample) =>
+        median(samples.get(name)!.map((s) => s[key]));
+      const base = targets[1]!.name;
+      console.log(`\n${label} responses`);
+      console.log(
+        "| target | req/s | vs nginx | p50 ms | p99 ms | p99 vs nginx | proxy CPU (cores) | req/s per proxy core |",
+      );
+      console.log("|---|---|---|---|---|---|---|---|");
+      for (const target of targets) {
+        const rps = med(target.name, "rps");
+        const cores = med(target.name, "cores");
+        const p99 = med(target.name, "p99");
+        console.log(
+          `| ${target.name} | ${Math.round(rps)} | ${(rps / med(base, "rps")).toFixed(2)}× | ${
+            med(target.name, "p50").toFixed(2)
+          } | ${p99.toFixed(2)} | ${(p99 / med(base, "p99")).toFixed(2)}× | ${
+            cores === 0 ? "—" : cores.toFixed(2)
+          } | ${cores === 0 ? "—" : Math.round(rps / cores)} |`,
+        );
+      }
+    }
+    console.log(
+      `\nSluice peak RSS: ${[...rss].map(([n, v]) => `${n} ${v.toFixed(0)} MiB`).join("; ")}`,
+    );
+  } finally {
+    for (const child of children) {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // Already gone.
+      }
+      await child.status;
+    }
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+if (import.meta.main) await main();

@@ -1,0 +1,133 @@
+// A benchmark script: printing its report is its job.
+// deno-lint-ignore-file no-console
+/**
+ * Sluice as the benchmark runs it: one route (any host, `/`) to one backend,
+ * served on `--port` by `--workers` serving workers (the real
+ * `lib/workers/` pool and `lib/server/` listeners), with the real proxy
+ * handler from `lib/proxy/` when it exists (`createProxyHandler`), else a
+ * minimal streaming `fetch` proxy (clearly reported as such).
+ *
+ * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081`
+ * (`--hello` answers a static 1 KiB body instead of proxying: the listeners and workers alone).
+ * Prints one JSON line `{ "ready": true, "handler": "...", "port": n }` when serving; stops on SIGTERM or SIGINT.
+ *
+ * The same file is the workers' entry module (it serves when loaded in a worker).
+ *
+ * @module
+ */
+import type { Snapshot } from "../../lib/routing/snapshot.ts";
+import type { RequestHandler } from "../../lib/server/listener.ts";
+import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
+import { compileStubSnapshot, type StubSnapshotData } from "../../lib/workers/stub_snapshot.ts";
+import { startWorkerPool } from "../../lib/workers/worker_pool.ts";
+import { runWorker, type WorkerScope } from "../../lib/workers/worker_runtime.ts";
+
+/** Modules that may export the real proxy handler factory, tried in order. */
+const PROXY_MODULES = [
+  "../../lib/proxy/proxy_handler.ts",
+  "../../lib/proxy/handler.ts",
+  "../../lib/proxy/mod.ts",
+];
+
+type HandlerFactory = (
+  options: { snapshot: () => Snapshot; handlerOptions: unknown },
+) => RequestHandler;
+
+async function loadHandlerFactory(
+  hello: boolean,
+): Promise<{ name: string; create: HandlerFactory }> {
+  if (hello) {
+    const body = new Uint8Array(1024).fill(97);
+    return { name: "static 1 KiB (no upstream)", create: () => () => new Response(body) };
+  }
+  for (const path of PROXY_MODULES) {
+    try {
+      const module = await import(new URL(path, import.meta.url).href);
+      if (typeof module.createProxyHandler === "function") {
+        return { name: `lib/proxy ${path.split("/").pop()}`, create: module.createProxyHandler };
+      }
+    } catch {
+      // Not there (yet).
+    }
+  }
+  return {
+    name: "minimal fetch proxy (lib/proxy has no createProxyHandler yet)",
+    create: fetchProxy,
+  };
+}
+
+/** A minimal streaming proxy over `fetch`, round-robin over the route's endpoints. */
+function fetchProxy(options: { snapshot: () => Snapshot }): RequestHandler {
+  const client = Deno.createHttpClient({ allowHost: true, poolMaxIdlePerHost: 1024 });
+  let next = 0;
+  return (req) => {
+    const url = new URL(req.url);
+    const match = options.snapshot().routes.lookup(url.host, url.pathname);
+    if (match === undefined) return new Response("Not Found\n", { status: 404 });
+    const endpoints = match.backend.endpoints;
+    if (endpoints.length === 0) return new Response("Service Unavailable\n", { status: 503 });
+    const endpoint = endpoints[next++ % endpoints.length]!;
+    return fetch(`http://${endpoint.address}:${endpoint.port}${url.pathname}${url.search}`, {
+      method: req.method,
+      headers: req.headers,
+      body: req.body,
+      redirect: "manual",
+      client,
+    }).catch(() => new Response("Bad Gateway\n", { status: 502 }));
+  };
+}
+
+function flag(name: string, fallback?: string): string {
+  const index = Deno.args.indexOf(`--${name}`);
+  const value = index >= 0 ? Deno.args[index + 1] : fallback;
+  if (value === undefined) throw new Error(`Cannot start the bench server: --${name} is required`);
+  return value;
+}
+
+if ("WorkerGlobalScope" in globalThis) {
+  const factories = {
+    proxy: await loadHandlerFactory(false),
+    hello: await loadHandlerFactory(true),
+  };
+  runWorker<StubSnapshotData>(self as unknown as WorkerScope, {
+    compile: (data, version) => compileStubSnapshot({ ...data, version }),
+    createHandler: (options) =>
+      (options.handlerOptions === "hello" ? factories.hello : factories.proxy).create(options),
+  });
+} else if (import.meta.main) {
+  const [address, port] = flag("backend").split(":");
+  const defaultCertificate = await generateSelfSignedCertificate();
+  const data: StubSnapshotData = {
+    version: 1,
+    routes: [{
+      host: "",
+      path: "/",
+      backend: {
+        key: "bench/backend:80",
+        service: "bench/backend",
+        endpoints: [{ address: address!, port: Number(port) }],
+      },
+    }],
+    certificates: [],
+    defaultCertificate,
+  };
+  const pool = await startWorkerPool({
+    count: Number(flag("workers", String(navigator.hardwareConcurrency))),
+    module: new URL(import.meta.url),
+    config: {
+      hostname: "127.0.0.1",
+      httpPort: Number(flag("port")),
+      httpsPort: null,
+      handlerOptions: Deno.args.includes("--hello") ? "hello" : "proxy",
+    },
+    snapshot: { version: 1, data },
+  });
+  const { name } = await loadHandlerFactory(Deno.args.includes("--hello"));
+  console.log(JSON.stringify({ ready: true, handler: name, port: pool.httpPort, pid: Deno.pid }));
+  const stop = Promise.withResolvers<void>();
+  Deno.addSignalListener("SIGTERM", stop.resolve);
+  Deno.addSignalListener("SIGINT", stop.resolve);
+  await stop.promise;
+  await pool.shutdown({ timeoutMs: 2_000 });
+  Deno.exit(0);
+}
