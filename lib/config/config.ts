@@ -37,6 +37,8 @@ export interface Config {
   readonly sslRedirect: boolean;
   readonly hsts: boolean;
   readonly hstsMaxAgeSeconds: number;
+  /** Port named in HTTP→HTTPS redirects (the Service's HTTPS port, not the listener's). */
+  readonly httpsRedirectPort: number;
   readonly trustedProxyCidrs: readonly string[];
   readonly proxyConnectTimeoutMs: number;
   readonly proxyReadTimeoutMs: number;
@@ -220,6 +222,15 @@ export const FLAGS: readonly FlagSpec[] = [
     min: 0,
     max: 2 ** 31,
     help: "max-age of Strict-Transport-Security, seconds",
+  },
+  {
+    name: "https-redirect-port",
+    key: "httpsRedirectPort",
+    kind: "int",
+    default: "443",
+    min: 1,
+    max: 65535,
+    help: "Port named in HTTP to HTTPS redirects (the Service's HTTPS port)",
   },
   {
     name: "trusted-proxy-cidrs",

@@ -18,6 +18,22 @@ export interface CertificateExpiry {
   readonly notAfter: number;
 }
 
+/** One watch's counters, as the reflectors keep them (cumulative). */
+export interface WatchStats {
+  readonly kind: string;
+  readonly lastSyncTime: number | undefined;
+  readonly restarts: number;
+  readonly relists: number;
+  readonly malformed: number;
+}
+
+/** Options of {@linkcode ControlPlaneMetrics}. */
+export interface ControlPlaneMetricsOptions {
+  readonly registry?: Registry;
+  /** Read at every scrape: the reflectors' counters (several per kind when namespaces are watched separately). */
+  readonly watches?: () => readonly WatchStats[];
+}
+
 /** The control plane's metrics and the registry that exposes them. */
 export class ControlPlaneMetrics {
   readonly registry: Registry;
@@ -31,9 +47,17 @@ export class ControlPlaneMetrics {
   readonly #issues: Gauge<"kind">;
   readonly #certExpiry: Gauge<"host" | "secret">;
 
-  constructor(registry: Registry = new Registry()) {
+  constructor(options: ControlPlaneMetricsOptions = {}) {
+    const registry = options.registry ?? new Registry();
     this.registry = registry;
     const registers = [registry];
+    const watches = options.watches ?? (() => []);
+    // Reflectors keep cumulative counts; these metrics read them at scrape time.
+    const sumBy = (pick: (w: WatchStats) => number) => {
+      const sums = new Map<string, number>();
+      for (const w of watches()) sums.set(w.kind, (sums.get(w.kind) ?? 0) + pick(w));
+      return sums;
+    };
     this.#builds = new Counter({
       name: "sluice_snapshot_builds_total",
       help: "Routing snapshot builds, by result (published, unchanged, failed)",
@@ -58,24 +82,44 @@ export class ControlPlaneMetrics {
       labelNames: ["kind"],
       registers,
       aggregator: "max",
+      collect() {
+        const latest = new Map<string, number>();
+        for (const w of watches()) {
+          if (w.lastSyncTime === undefined) continue;
+          latest.set(w.kind, Math.max(latest.get(w.kind) ?? 0, w.lastSyncTime));
+        }
+        for (const [kind, ms] of latest) this.set({ kind }, Math.floor(ms / 1000));
+      },
     });
     this.#restarts = new Counter({
       name: "sluice_watch_restarts_total",
-      help: "Watch streams reopened after they ended or failed, by kind",
+      help: "Watch streams reopened after a failure, by kind",
       labelNames: ["kind"],
       registers,
+      collect() {
+        this.reset();
+        for (const [kind, n] of sumBy((w) => w.restarts)) this.inc({ kind }, n);
+      },
     });
     this.#relists = new Counter({
       name: "sluice_watch_relists_total",
-      help: "Full lists after a watch expired (410 Gone), by kind",
+      help: "Lists done again because a watch or continue token expired (410 Gone), by kind",
       labelNames: ["kind"],
       registers,
+      collect() {
+        this.reset();
+        for (const [kind, n] of sumBy((w) => w.relists)) this.inc({ kind }, n);
+      },
     });
     this.#malformed = new Counter({
       name: "sluice_watch_malformed_lines_total",
       help: "Watch stream lines that could not be understood, by kind",
       labelNames: ["kind"],
       registers,
+      collect() {
+        this.reset();
+        for (const [kind, n] of sumBy((w) => w.malformed)) this.inc({ kind }, n);
+      },
     });
     this.#issues = new Gauge({
       name: "sluice_issues",
@@ -112,21 +156,5 @@ export class ControlPlaneMetrics {
     for (const c of certificates) {
       this.#certExpiry.set({ host: c.host, secret: c.secret }, Math.floor(c.notAfter / 1000));
     }
-  }
-
-  synced(kind: string, atMs: number): void {
-    this.#lastSync.set({ kind }, Math.floor(atMs / 1000));
-  }
-
-  restart(kind: string): void {
-    this.#restarts.inc({ kind });
-  }
-
-  relist(kind: string): void {
-    this.#relists.inc({ kind });
-  }
-
-  malformed(kind: string): void {
-    this.#malformed.inc({ kind });
   }
 }

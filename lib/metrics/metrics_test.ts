@@ -40,7 +40,24 @@ Deno.test("renderMetrics() sums two workers' request counters and histograms", a
 });
 
 Deno.test("ControlPlaneMetrics exposes version, issues by kind and certificate expiry, replacing old series", async () => {
-  const m = new ControlPlaneMetrics();
+  const m = new ControlPlaneMetrics({
+    watches: () => [
+      {
+        kind: "Ingress",
+        lastSyncTime: Date.UTC(2026, 0, 1),
+        restarts: 2,
+        relists: 1,
+        malformed: 0,
+      },
+      {
+        kind: "Ingress",
+        lastSyncTime: Date.UTC(2025, 0, 1),
+        restarts: 1,
+        relists: 0,
+        malformed: 3,
+      },
+    ],
+  });
   const issue = { kind: "Ingress", namespace: "a", name: "b", field: "spec", message: "x" };
   m.published(3, [issue, issue, { ...issue, kind: "Secret" }], [
     { host: "shop.example.com", secret: "shop/tls", notAfter: Date.UTC(2030, 0, 1) },
@@ -51,8 +68,6 @@ Deno.test("ControlPlaneMetrics exposes version, issues by kind and certificate e
     notAfter: Date.UTC(2031, 0, 1),
   }]);
   m.build("published", 0.02);
-  m.synced("Ingress", Date.UTC(2026, 0, 1));
-  m.relist("Ingress");
   const text = await renderMetrics([await snapshotMetrics(m.registry)]);
   assertStringIncludes(text, "sluice_config_version 4");
   assertStringIncludes(text, 'sluice_issues{kind="Ingress"} 1');
@@ -66,6 +81,8 @@ Deno.test("ControlPlaneMetrics exposes version, issues by kind and certificate e
   assert(!text.includes("shop.example.com"), "stale certificate series removed");
   assertStringIncludes(text, 'sluice_snapshot_builds_total{result="published"} 1');
   assertStringIncludes(text, 'sluice_watch_relists_total{kind="Ingress"} 1');
+  assertStringIncludes(text, 'sluice_watch_restarts_total{kind="Ingress"} 3');
+  assertStringIncludes(text, 'sluice_watch_malformed_lines_total{kind="Ingress"} 3');
   assertStringIncludes(
     text,
     `sluice_last_successful_sync_timestamp_seconds{kind="Ingress"} ${Date.UTC(2026, 0, 1) / 1000}`,

@@ -51,6 +51,8 @@ export type ToWorker<D> =
     readonly snapshot: SnapshotMessage<D>;
   }
   | SnapshotMessage<D>
+  /** Asks for the worker's statistics (its metrics); answered by `collected` with the same id. */
+  | { readonly type: "collect"; readonly id: number }
   | { readonly type: "shutdown"; readonly timeoutMs: number };
 
 /** Messages a worker sends. */
@@ -74,10 +76,24 @@ export type FromWorker =
     readonly graceful: boolean;
     readonly openConnections: number;
   }
-  | { readonly type: "failed"; readonly worker: number; readonly message: string };
+  | { readonly type: "failed"; readonly worker: number; readonly message: string }
+  | {
+    readonly type: "collected";
+    readonly worker: number;
+    readonly id: number;
+    /** What the worker entry's `collect()` returned (plain data). */
+    readonly data: unknown;
+  };
 
-const FROM_WORKER_TYPES = new Set(["listening", "applied", "rejected", "stopped", "failed"]);
-const TO_WORKER_TYPES = new Set(["start", "snapshot", "shutdown"]);
+const FROM_WORKER_TYPES = new Set([
+  "listening",
+  "applied",
+  "rejected",
+  "stopped",
+  "failed",
+  "collected",
+]);
+const TO_WORKER_TYPES = new Set(["start", "snapshot", "collect", "shutdown"]);
 
 /** Whether `value` looks like a {@linkcode FromWorker} message (checked on the type tag). */
 export function isFromWorker(value: unknown): value is FromWorker {

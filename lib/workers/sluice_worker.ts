@@ -3,13 +3,21 @@
  * worker. Compiles posted translations with the routing model's
  * `buildSnapshot()` and serves them with the proxy handler
  * (`createProxyHandler`), configured by `WorkerConfig.handlerOptions`
- * ({@linkcode SluiceHandlerOptions}).
+ * ({@linkcode SluiceHandlerOptions}). Counts every request in the worker's
+ * own metrics registry and writes the access log.
  *
  * @module
  */
+import { componentLogger } from "../log/logging.ts";
+import { DataPlaneMetrics } from "../metrics/data_plane_metrics.ts";
+import { snapshotMetrics } from "../metrics/exposition.ts";
 import { buildSnapshot } from "../routing/snapshot_builder.ts";
 import type { ServingCertificate, Snapshot } from "../routing/snapshot.ts";
-import { createProxyHandler, type ProxyHandlerOptions } from "../proxy/proxy_handler.ts";
+import {
+  type AccessLogEntry,
+  createProxyHandler,
+  type ProxyHandlerOptions,
+} from "../proxy/proxy_handler.ts";
 import type { Translation } from "../translate/translation.ts";
 import { runWorker, type WorkerScope } from "./worker_runtime.ts";
 
@@ -20,6 +28,25 @@ export interface SluiceSnapshotData {
   readonly defaultCertificate: ServingCertificate;
 }
 
+/**
+ * What the data plane serves before the control plane published its first
+ * routes: every request falls through to a default backend without
+ * endpoints, so Sluice answers 503 rather than 404.
+ */
+export const STARTING_TRANSLATION: Translation = Object.freeze({
+  routes: [],
+  backends: [{
+    key: "sluice/starting",
+    service: "",
+    endpoints: [],
+    unavailable: "Sluice has not loaded its routes yet",
+  }],
+  defaultBackend: "sluice/starting",
+  tlsHosts: [],
+  certificates: [],
+  issues: [],
+});
+
 /** Compiles a posted {@linkcode SluiceSnapshotData} into a snapshot. */
 export function compileSluiceSnapshot(data: SluiceSnapshotData, version: number): Snapshot {
   return buildSnapshot(data.translation, { version, defaultCertificate: data.defaultCertificate });
@@ -27,21 +54,74 @@ export function compileSluiceSnapshot(data: SluiceSnapshotData, version: number)
 
 /**
  * The proxy settings a worker receives: the plain-data part of
- * `ProxyHandlerOptions` (no functions, no pool), as parsed from the command line.
+ * `ProxyHandlerOptions` (no functions, no pool), as parsed from the command
+ * line, plus whether to write access logs.
  */
-export type SluiceHandlerOptions = Omit<
-  ProxyHandlerOptions,
-  "snapshot" | "logger" | "onAccess" | "pool" | "newRequestId"
->;
+export type SluiceHandlerOptions =
+  & Omit<ProxyHandlerOptions, "snapshot" | "logger" | "onAccess" | "pool" | "newRequestId">
+  & { readonly accessLog?: boolean };
+
+/** An access-log entry with the matched rule's host and backend key, when the handler reports them. */
+type RoutedAccessLogEntry = AccessLogEntry & {
+  readonly ruleHost?: string;
+  readonly backend?: string;
+};
+
+/** One access-log record's fields (JSON keys of the line). */
+export function accessLogFields(entry: AccessLogEntry): Record<string, unknown> {
+  const query = entry.target.indexOf("?");
+  return {
+    client: entry.clientIp,
+    method: entry.method,
+    host: entry.host,
+    path: query === -1 ? entry.target : entry.target.slice(0, query),
+    status: entry.status,
+    bytes: entry.bytes,
+    duration_ms: Math.round(entry.durationMs * 1000) / 1000,
+    upstream: entry.endpoint ?? "",
+    ingress: entry.ingress ?? "",
+    service: entry.service ?? "",
+    attempts: entry.attempts,
+    request_id: entry.requestId,
+    ...(entry.error === undefined ? {} : { error: entry.error }),
+  };
+}
 
 if ("WorkerGlobalScope" in globalThis) {
+  const metrics = new DataPlaneMetrics();
   runWorker<SluiceSnapshotData>(self as unknown as WorkerScope, {
     compile: compileSluiceSnapshot,
-    createHandler: ({ snapshot, handlerOptions, logger }) =>
-      createProxyHandler({
-        ...(handlerOptions as SluiceHandlerOptions | undefined),
+    createHandler: ({ snapshot, handlerOptions, logger }) => {
+      const { accessLog = true, ...proxyOptions } = (handlerOptions ?? {}) as SluiceHandlerOptions;
+      const access = componentLogger("access");
+      return createProxyHandler({
+        ...proxyOptions,
         snapshot,
         logger,
-      }),
+        onAccess(accessEntry) {
+          const entry = accessEntry as RoutedAccessLogEntry;
+          metrics.request({
+            ingress: entry.ingress ?? "",
+            host: entry.ruleHost ?? "",
+            method: entry.method,
+            status: entry.status,
+            durationSeconds: entry.durationMs / 1000,
+          });
+          const backend = entry.backend ?? entry.service;
+          if (backend !== undefined) {
+            // Every attempt but the last failed to connect and was retried.
+            for (let i = 1; i < entry.attempts; i++) {
+              metrics.connectError(backend);
+              metrics.retry(backend);
+            }
+            if (entry.error === "connect-failed" || entry.error === "connect-timeout") {
+              metrics.connectError(backend);
+            }
+          }
+          if (accessLog) access.info("request", accessLogFields(entry));
+        },
+      });
+    },
+    collect: () => snapshotMetrics(metrics.registry),
   });
 }

@@ -87,6 +87,8 @@ export class WorkerPool<D> {
     httpsPort: null,
   };
   #shutdown: Promise<PoolShutdownResult> | undefined;
+  #collectId = 0;
+  #collecting = new Map<number, { waiting: Set<number>; results: unknown[]; done: () => void }>();
 
   /** Use {@linkcode startWorkerPool}. */
   constructor(options: WorkerPoolOptions<D>) {
@@ -139,6 +141,34 @@ export class WorkerPool<D> {
     for (const member of alive) member.worker.postMessage(message);
     this.#settle(pending);
     return promise;
+  }
+
+  /**
+   * Asks every live worker for its statistics (see `WorkerRuntimeOptions.collect`);
+   * resolves with the answers that arrived within `timeoutMs`.
+   */
+  async collect(options: { readonly timeoutMs?: number } = {}): Promise<unknown[]> {
+    const alive = this.#members.filter((m) => m.alive);
+    const id = ++this.#collectId;
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const entry = {
+      waiting: new Set(alive.map((m) => m.id)),
+      results: [] as unknown[],
+      done: resolve,
+    };
+    this.#collecting.set(id, entry);
+    if (entry.waiting.size === 0) resolve();
+    for (const member of alive) {
+      member.worker.postMessage({ type: "collect", id } satisfies ToWorker<D>);
+    }
+    const timer = setTimeout(resolve, options.timeoutMs ?? 2_000);
+    try {
+      await promise;
+    } finally {
+      clearTimeout(timer);
+      this.#collecting.delete(id);
+    }
+    return entry.results;
   }
 
   /**
@@ -232,6 +262,13 @@ export class WorkerPool<D> {
       case "failed":
         this.#lose(member, message.message);
         return;
+      case "collected": {
+        const entry = this.#collecting.get(message.id);
+        if (entry === undefined || !entry.waiting.delete(member.id)) return;
+        if (message.data !== null) entry.results.push(message.data);
+        if (entry.waiting.size === 0) entry.done();
+        return;
+      }
     }
   }
 
@@ -250,6 +287,9 @@ export class WorkerPool<D> {
   }
 
   #forget(member: Member): void {
+    for (const entry of this.#collecting.values()) {
+      if (entry.waiting.delete(member.id) && entry.waiting.size === 0) entry.done();
+    }
     for (const pending of this.#pending) {
       pending.waiting.delete(member.id);
       this.#settle(pending);

@@ -42,6 +42,8 @@ export interface WorkerRuntimeOptions<D> {
     readonly handlerOptions: unknown;
     readonly logger: Logger;
   }): RequestHandler & { close?: () => void };
+  /** Answers a `collect` request with plain data (the worker's metrics). */
+  collect?(): unknown | Promise<unknown>;
 }
 
 /** Serves on behalf of the control plane until told to shut down. Call once, from the worker entry module. */
@@ -136,6 +138,19 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   scope.onmessage = (event) => {
     const message: unknown = event.data;
     if (!isToWorker<D>(message)) return;
+    if (message.type === "collect") {
+      // Not queued behind snapshot installs: statistics are read, never change state.
+      void (async () => {
+        let data: unknown = null;
+        try {
+          data = await options.collect?.() ?? null;
+        } catch (error) {
+          logger().warn("Cannot collect statistics: {error}", { error: String(error) });
+        }
+        scope.postMessage({ type: "collected", worker, id: message.id, data });
+      })();
+      return;
+    }
     queue = queue.then(async () => {
       switch (message.type) {
         case "start":

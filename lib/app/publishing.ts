@@ -1,0 +1,128 @@
+/**
+ * Publishing back to the cluster, wired: leader election on a Lease, Ingress
+ * status for our class, and Events for the routing model's issues. Only the
+ * leader writes; every replica serves traffic. Fed by the controller's store
+ * after each publish and on a periodic resync (status-only changes made by
+ * others do not trigger rebuilds).
+ *
+ * @module
+ */
+import type { KubeClient } from "../k8s/kube_client.ts";
+import type { Ingress, Service } from "../k8s/objects.ts";
+import type { Logger } from "../log/logging.ts";
+import { EventRecorder } from "../publish/event_recorder.ts";
+import { LeaderElector, leaderIdentity } from "../publish/leader_election.ts";
+import { type PublishedService, StatusWriter } from "../publish/status_writer.ts";
+import type { ObjectStore } from "../store/object_store.ts";
+import { type ClassSelectionOptions, createClassSelector } from "../translate/class_selection.ts";
+import type { Translation } from "../translate/translation.ts";
+
+/** Options of {@linkcode startPublishing}. */
+export interface PublishingOptions {
+  readonly client: KubeClient;
+  readonly store: ObjectStore;
+  readonly classes: ClassSelectionOptions;
+  readonly electionId: string;
+  readonly electionNamespace: string;
+  /** Base of this replica's identity (pod name or hostname). */
+  readonly identity: string;
+  readonly publishService: string | undefined;
+  readonly publishStatusAddresses: readonly string[];
+  readonly logger: Logger;
+  /** How often status is re-checked without a rebuild. Default 60 s. */
+  readonly resyncMs?: number;
+}
+
+/** The running publishers. */
+export interface Publishing {
+  readonly elector: LeaderElector;
+  /** Call after every published translation. */
+  published(translation: Translation): void;
+  /** Stops writing and releases the Lease. */
+  stop(): Promise<void>;
+}
+
+/** Starts leader election and the status and Event publishers. */
+export function startPublishing(options: PublishingOptions): Publishing {
+  const { store, logger } = options;
+  let elector: LeaderElector | undefined;
+  const isLeader = () => elector?.isLeader() ?? false;
+  const writer = new StatusWriter({
+    client: options.client,
+    isLeader,
+    ...(options.publishStatusAddresses.length > 0
+      ? { publishStatusAddresses: [...options.publishStatusAddresses] }
+      : {}),
+    ...(options.publishService !== undefined ? { publishService: options.publishService } : {}),
+    logger: logger.with({ component: "status" }),
+  });
+  const recorder = new EventRecorder({
+    client: options.client,
+    isLeader,
+    lookup: ({ kind, namespace, name }) => {
+      const k = kind === "Ingress" || kind === "Service" || kind === "Secret" ? kind : undefined;
+      if (k === undefined) return undefined;
+      const o = store.get(k, `${namespace}/${name}`) as
+        | { metadata?: { uid?: string; resourceVersion?: string } }
+        | undefined;
+      return o?.metadata?.uid === undefined
+        ? undefined
+        : { uid: o.metadata.uid, resourceVersion: o.metadata.resourceVersion ?? "" };
+    },
+    logger: logger.with({ component: "events" }),
+  });
+
+  let lastIssues: Translation["issues"] = [];
+  const syncStatus = () => {
+    const ingresses = store.list("Ingress") as Ingress[];
+    const select = createClassSelector(store.list("IngressClass"), options.classes);
+    const owned = new Set<string>();
+    for (const ingress of ingresses) {
+      if (select(ingress).ours) {
+        owned.add(`${ingress.metadata?.namespace}/${ingress.metadata?.name}`);
+      }
+    }
+    const publishService = options.publishService === undefined
+      ? undefined
+      : store.get("Service", options.publishService) as Service | undefined;
+    void writer.sync({
+      ingresses,
+      owned,
+      ...(publishService !== undefined
+        ? { publishService: publishService as PublishedService }
+        : {}),
+    });
+  };
+
+  elector = new LeaderElector({
+    client: options.client,
+    namespace: options.electionNamespace,
+    name: options.electionId,
+    identity: leaderIdentity(options.identity),
+    logger: logger.with({ component: "leader-election" }),
+    onStartedLeading: () => {
+      logger.info("Became the leader: writing Ingress status and Events", {});
+      syncStatus();
+      void writer.resync();
+      void recorder.record(lastIssues);
+    },
+    onStoppedLeading: (reason) => logger.info("Stopped leading: {reason}", { reason }),
+  });
+  elector.start();
+  const timer = setInterval(syncStatus, options.resyncMs ?? 60_000);
+
+  return {
+    elector,
+    published(translation) {
+      lastIssues = translation.issues;
+      syncStatus();
+      void recorder.record(translation.issues);
+    },
+    async stop() {
+      clearInterval(timer);
+      await writer.close();
+      await recorder.close();
+      await elector?.stop({ release: true });
+    },
+  };
+}

@@ -1,0 +1,266 @@
+/**
+ * Sluice assembled: the data plane (serving workers), the control plane (a
+ * source, the store, the controller), publishing back to the cluster, the
+ * health port, and graceful shutdown. `main.ts` parses the command line and
+ * calls {@linkcode startSluice}; everything here is wiring of components
+ * that own their behaviour.
+ *
+ * @module
+ */
+import type { Config } from "../config/config.ts";
+import { loadKubeAccess } from "../k8s/kube_access.ts";
+import { KubeClient } from "../k8s/kube_client.ts";
+import { componentLogger } from "../log/logging.ts";
+import { ControlPlaneMetrics, type WatchStats } from "../metrics/control_plane_metrics.ts";
+import {
+  METRICS_CONTENT_TYPE,
+  type MetricsSnapshot,
+  renderMetrics,
+  snapshotMetrics,
+} from "../metrics/exposition.ts";
+import { Controller } from "../control/controller.ts";
+import { serveHealth } from "../server/health_server.ts";
+import { KubeSource } from "../sources/kube_source.ts";
+import { ManifestSource } from "../sources/manifest_source.ts";
+import type { ObjectSource } from "../sources/source.ts";
+import { createCertificateInspector } from "../tls/certificate_inspector.ts";
+import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
+import type { Translation } from "../translate/translation.ts";
+import { startWorkerPool } from "../workers/worker_pool.ts";
+import {
+  type SluiceHandlerOptions,
+  type SluiceSnapshotData,
+  STARTING_TRANSLATION,
+} from "../workers/sluice_worker.ts";
+import { type Publishing, startPublishing } from "./publishing.ts";
+
+/** A running Sluice. */
+export interface Sluice {
+  readonly httpPort: number | null;
+  readonly httpsPort: number | null;
+  readonly healthPort: number;
+  /** Resolves once the first routes are served. */
+  readonly ready: Promise<void>;
+  /** Graceful shutdown: not ready at once, keep serving for the delay, drain, stop. */
+  shutdown(): Promise<{ graceful: boolean }>;
+}
+
+/** Things the environment decides, passed in. */
+export interface SluiceEnvironment {
+  /** Listen address of every port. Default `0.0.0.0`. */
+  readonly hostname?: string;
+  /** `POD_NAME`, `POD_NAMESPACE`, … */
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** Starts every component and resolves once the ports listen (not yet ready). */
+export async function startSluice(config: Config, environment: SluiceEnvironment): Promise<Sluice> {
+  const logger = componentLogger("main");
+  const hostname = environment.hostname ?? "0.0.0.0";
+  const defaultCertificate = await generateSelfSignedCertificate();
+  const handlerOptions: SluiceHandlerOptions = {
+    accessLog: config.accessLog,
+    connectTimeoutMs: config.proxyConnectTimeoutMs,
+    readTimeoutMs: config.proxyReadTimeoutMs,
+    trustedProxyCidrs: config.trustedProxyCidrs,
+    ...(config.maxBodyBytes > 0 ? { maxBodyBytes: config.maxBodyBytes } : {}),
+    hsts: { enabled: config.hsts, maxAgeSeconds: config.hstsMaxAgeSeconds },
+    sslRedirect: config.sslRedirect,
+    httpsRedirectPort: config.httpsRedirectPort,
+  };
+
+  // The data plane listens at once and answers 503 until the first routes arrive.
+  const pool = await startWorkerPool<SluiceSnapshotData>({
+    count: config.workers,
+    module: new URL("../workers/sluice_worker.ts", import.meta.url),
+    config: {
+      hostname,
+      httpPort: config.httpPort,
+      httpsPort: config.httpsPort,
+      handlerOptions,
+      logging: { level: config.logLevel, format: config.logFormat },
+    },
+    snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },
+  });
+  logger.info("Serving HTTP on {httpPort} and HTTPS on {httpsPort} with {workers} workers", {
+    httpPort: pool.httpPort,
+    httpsPort: pool.httpsPort,
+    workers: config.workers,
+  });
+
+  let source: ObjectSource;
+  let client: KubeClient | undefined;
+  if (config.manifests !== undefined) {
+    source = new ManifestSource({
+      directory: config.manifests,
+      logger: componentLogger("manifests"),
+    });
+  } else {
+    const access = await loadKubeAccess({ kubeconfig: config.kubeconfig });
+    logger.info("Using the Kubernetes API at {server} ({origin})", {
+      server: access.server,
+      origin: access.origin,
+    });
+    client = new KubeClient(access, { userAgent: "sluice" });
+    source = new KubeSource({
+      client,
+      logger: componentLogger("watch"),
+      watchNamespaces: [...config.watchNamespaces],
+      ...(config.defaultSslCertificate
+        ? { defaultSslCertificate: config.defaultSslCertificate }
+        : {}),
+      ...(config.defaultBackendService
+        ? { defaultBackendService: config.defaultBackendService }
+        : {}),
+    });
+  }
+
+  const metrics = new ControlPlaneMetrics({ watches: () => watchStats(source) });
+  let version = 0;
+  let publishing: Publishing | undefined;
+  const publish = async (translation: Translation): Promise<void> => {
+    const started = performance.now();
+    version++;
+    const result = await pool.publish(version, { translation, defaultCertificate });
+    for (const r of result.rejected) {
+      logger.error("Worker {worker} kept its last routes: {message}", { ...r });
+    }
+    metrics.build("published", (performance.now() - started) / 1000);
+    metrics.published(version, translation.issues, certificateExpiries(translation));
+    logIssues(translation);
+    publishing?.published(translation);
+  };
+
+  const seenIssues = new Set<string>();
+  const issueLogger = componentLogger("translate");
+  const logIssues = (translation: Translation) => {
+    // Each issue is logged once for as long as it persists.
+    const current = new Set<string>();
+    for (const issue of translation.issues) {
+      const key = JSON.stringify(issue);
+      current.add(key);
+      if (seenIssues.has(key)) continue;
+      issueLogger.warn("{kind} {namespace}/{name}: {message}", { ...issue });
+    }
+    seenIssues.clear();
+    for (const k of current) seenIssues.add(k);
+  };
+
+  const controller = new Controller({
+    sources: [source],
+    settings: {
+      controllerName: config.controllerName,
+      ingressClass: config.ingressClass,
+      watchIngressWithoutClass: config.watchIngressWithoutClass,
+      ...(config.defaultBackendService
+        ? { defaultBackendService: config.defaultBackendService }
+        : {}),
+      ...(config.defaultSslCertificate
+        ? { defaultSslCertificate: config.defaultSslCertificate }
+        : {}),
+    },
+    inspectCertificate: createCertificateInspector(),
+    publish,
+    logger: componentLogger("controller"),
+  });
+
+  if (client !== undefined) {
+    const namespace = config.electionNamespace ?? environment.env.POD_NAMESPACE ??
+      await inClusterNamespace() ?? "default";
+    publishing = startPublishing({
+      client,
+      store: controller.store,
+      classes: {
+        controllerName: config.controllerName,
+        ingressClass: config.ingressClass,
+        watchIngressWithoutClass: config.watchIngressWithoutClass,
+      },
+      electionId: config.electionId,
+      electionNamespace: namespace,
+      identity: environment.env.POD_NAME ?? Deno.hostname(),
+      publishService: config.publishService,
+      publishStatusAddresses: config.publishStatusAddresses,
+      logger: componentLogger("publish"),
+    });
+  }
+  controller.start();
+
+  let shuttingDown = false;
+  const health = serveHealth({
+    hostname,
+    port: config.healthPort,
+    live: () => pool.size > 0,
+    ready: () => controller.ready && !shuttingDown && pool.size > 0,
+    metrics: async () => {
+      const parts: MetricsSnapshot[] = [await snapshotMetrics(metrics.registry)];
+      for (const worker of await pool.collect()) parts.push(worker as MetricsSnapshot);
+      return { body: await renderMetrics(parts), contentType: METRICS_CONTENT_TYPE };
+    },
+    onError: (error) => logger.error("Health port error: {error}", { error: String(error) }),
+  });
+
+  let stopping: Promise<{ graceful: boolean }> | undefined;
+  return {
+    httpPort: pool.httpPort,
+    httpsPort: pool.httpsPort,
+    healthPort: health.addr.port,
+    ready: controller.whenReady,
+    shutdown() {
+      stopping ??= (async () => {
+        shuttingDown = true;
+        logger.info(
+          "Shutting down: not ready now, serving {delay} ms more, then draining for up to {timeout} ms",
+          {
+            delay: config.shutdownDelayMs,
+            timeout: config.shutdownTimeoutMs,
+          },
+        );
+        await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
+        const drained = await pool.shutdown({ timeoutMs: config.shutdownTimeoutMs });
+        await controller.stop();
+        await publishing?.stop();
+        await health.shutdown();
+        logger.info("Stopped ({state})", {
+          state: drained.graceful
+            ? "every request finished"
+            : `${drained.openConnections} connections cut`,
+        });
+        return { graceful: drained.graceful };
+      })();
+      return stopping;
+    },
+  };
+}
+
+function watchStats(source: ObjectSource): WatchStats[] {
+  const status = source.status();
+  if (status.type !== "kubernetes") return [];
+  return status.reflectors.map((r) => ({
+    kind: r.kind,
+    lastSyncTime: r.lastEventTime ?? r.lastSyncTime,
+    restarts: r.restarts,
+    relists: r.relists,
+    malformed: r.malformed,
+  }));
+}
+
+function certificateExpiries(translation: Translation) {
+  const out = [];
+  for (const c of translation.certificates) {
+    for (const host of c.hosts) {
+      out.push({ host, secret: c.secret, notAfter: Date.parse(c.notAfter) });
+    }
+  }
+  const d = translation.defaultCertificate;
+  if (d !== undefined) out.push({ host: "*", secret: d.secret, notAfter: Date.parse(d.notAfter) });
+  return out;
+}
+
+async function inClusterNamespace(): Promise<string | undefined> {
+  try {
+    const text = await Deno.readTextFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+    return text.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
