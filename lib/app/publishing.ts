@@ -45,8 +45,21 @@ export interface Publishing {
 /** Starts leader election and the status and Event publishers. */
 export function startPublishing(options: PublishingOptions): Publishing {
   const { store, logger } = options;
-  let elector: LeaderElector | undefined;
-  const isLeader = () => elector?.isLeader() ?? false;
+  const elector: LeaderElector = new LeaderElector({
+    client: options.client,
+    namespace: options.electionNamespace,
+    name: options.electionId,
+    identity: leaderIdentity(options.identity),
+    logger: logger.with({ component: "leader-election" }),
+    onStartedLeading: () => {
+      logger.info("Became the leader: writing Ingress status and Events", {});
+      syncStatus();
+      void writer.resync();
+      void recorder.record(lastIssues);
+    },
+    onStoppedLeading: (reason) => logger.info("Stopped leading: {reason}", { reason }),
+  });
+  const isLeader = () => elector.isLeader();
   const writer = new StatusWriter({
     client: options.client,
     isLeader,
@@ -94,20 +107,6 @@ export function startPublishing(options: PublishingOptions): Publishing {
     });
   };
 
-  elector = new LeaderElector({
-    client: options.client,
-    namespace: options.electionNamespace,
-    name: options.electionId,
-    identity: leaderIdentity(options.identity),
-    logger: logger.with({ component: "leader-election" }),
-    onStartedLeading: () => {
-      logger.info("Became the leader: writing Ingress status and Events", {});
-      syncStatus();
-      void writer.resync();
-      void recorder.record(lastIssues);
-    },
-    onStoppedLeading: (reason) => logger.info("Stopped leading: {reason}", { reason }),
-  });
   elector.start();
   const timer = setInterval(syncStatus, options.resyncMs ?? 60_000);
 
@@ -122,7 +121,7 @@ export function startPublishing(options: PublishingOptions): Publishing {
       clearInterval(timer);
       await writer.close();
       await recorder.close();
-      await elector?.stop({ release: true });
+      await elector.stop({ release: true });
     },
   };
 }
