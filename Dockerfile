@@ -1,20 +1,34 @@
 # Sluice: one `deno compile` binary on distroless.
 #
-# Build:  docker build -t sluice .
-# The builder uses the official Deno image at the version pinned in
-# tools/toolchain/package.json; the runtime image has glibc and libgcc_s,
-# which the Deno runtime needs, and nothing else.
+# Build:  docker build -t sluice:0.1.0 .
+#         docker buildx build --platform linux/amd64,linux/arm64 -t sluice:0.1.0 .
+# The builder is the official Deno image at the version pinned in
+# tools/toolchain/package.json (it is published for amd64 and arm64, so each
+# platform compiles natively); the runtime image has glibc and libgcc_s,
+# which the Deno runtime needs, and nothing else: no shell, no package
+# manager.
+#
+# The compile step downloads the `denort` runtime from Deno's release host.
+# Where that host is unreachable, put a denort binary of the same version in
+# the build context and set DENORT_BIN to its path in this stage (deno
+# compile reads DENORT_BIN itself).
 
 FROM denoland/deno:2.9.6 AS build
+ENV DENO_NO_UPDATE_CHECK=1
 WORKDIR /src
 COPY deno.json deno.lock ./
 COPY main.ts ./
 COPY lib ./lib
-# Same permission set and flags as `deno task start` (see deno.json).
+# Same permission set and unstable flags as `deno task start` (see deno.json),
+# the Web Worker module included, no V8 code cache written at run time.
 RUN deno task compile
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/dist/sluice /sluice
+# Read-only root filesystem: the binary writes nothing (no code cache; npm
+# packages are embedded). DENO_DIR points at /tmp in case Deno opens a cache
+# anyway (the Deployment mounts an emptyDir there); no update check.
+ENV DENO_DIR=/tmp/deno DENO_NO_UPDATE_CHECK=1 NO_COLOR=1
 USER 65532:65532
 EXPOSE 8080 8443 10254
 ENTRYPOINT ["/sluice"]

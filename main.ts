@@ -6,7 +6,7 @@
  */
 // deno-lint-ignore-file no-console
 import { parseConfig } from "./lib/config/config.ts";
-import { componentLogger, configureLogging } from "./lib/log/logging.ts";
+import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { startSluice } from "./lib/app/sluice.ts";
 
 const parsed = parseConfig(Deno.args, {
@@ -32,8 +32,7 @@ try {
   logger.fatal("Cannot start: {error}", {
     error: error instanceof Error ? error.message : String(error),
   });
-  // Give the log sink a moment to flush by awaiting a tick, then exit.
-  await new Promise((resolve) => setTimeout(resolve, 0));
+  await flushLogging();
   Deno.exit(1);
 }
 
@@ -46,8 +45,14 @@ const onSignal = (signal: Deno.Signal) => {
   }
   signalled = true;
   logger.info("Received {signal}", { signal });
-  running.shutdown().then(() => Deno.exit(0), (error) => {
+  // Exit 0 after a shutdown, also one that had to leave requests unfinished at the deadline
+  // (logged): the orchestrator asked for it.
+  running.shutdown().then(async () => {
+    await flushLogging();
+    Deno.exit(0);
+  }, async (error) => {
     logger.error("Cannot shut down cleanly: {error}", { error: String(error) });
+    await flushLogging();
     Deno.exit(1);
   });
 };

@@ -38,9 +38,11 @@ const cluster = await startCluster(bin);
 console.log(`cluster: ready at ${cluster.server} after ${elapsed()} (logs: ${cluster.logFile})`);
 
 const extra = Deno.args;
-console.log(`\n== tests: deno test -A --unstable-net ${extra.join(" ")}`);
+console.log(
+  `\n== tests: deno test -A --unstable-net --unstable-no-legacy-abort ${extra.join(" ")}`,
+);
 const child = new Deno.Command(deno, {
-  args: ["test", "-A", "--unstable-net", ...extra],
+  args: ["test", "-A", "--unstable-net", "--unstable-no-legacy-abort", ...extra],
   env: {
     SLUICE_TEST_KUBECONFIG: cluster.kubeconfig,
     SLUICE_TEST_CLUSTER_CONTROL: cluster.control,

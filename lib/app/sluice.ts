@@ -25,6 +25,7 @@ import { ManifestSource } from "../sources/manifest_source.ts";
 import type { ObjectSource } from "../sources/source.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
+import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
 import { startWorkerPool } from "../workers/worker_pool.ts";
 import {
@@ -115,17 +116,27 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
     });
   }
 
-  const metrics = new ControlPlaneMetrics({ watches: () => watchStats(source) });
+  // The controller is created below; the metrics read its counters at scrape time.
+  const ref: { controller?: Controller } = {};
+  const metrics = new ControlPlaneMetrics({
+    watches: () => watchStats(source),
+    builds: () => {
+      const s = ref.controller?.stats();
+      return {
+        published: s?.publishes ?? 0,
+        unchanged: s?.unchanged ?? 0,
+        failed: (s?.translateErrors ?? 0) + (s?.publishErrors ?? 0),
+      };
+    },
+  });
   let version = 0;
   let publishing: Publishing | undefined;
   const publish = async (translation: Translation): Promise<void> => {
-    const started = performance.now();
     version++;
     const result = await pool.publish(version, { translation, defaultCertificate });
     for (const r of result.rejected) {
       logger.error("Worker {worker} kept its last routes: {message}", { ...r });
     }
-    metrics.build("published", (performance.now() - started) / 1000);
     metrics.published(version, translation.issues, certificateExpiries(translation));
     logIssues(translation);
     publishing?.published(translation);
@@ -160,9 +171,23 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
         : {}),
     },
     inspectCertificate: createCertificateInspector(),
+    // Timed here: the controller counts rebuilds, the metrics want each one's duration.
+    translate: (objects, options) => {
+      const started = performance.now();
+      let outcome: "published" | "failed" = "failed";
+      try {
+        const translation = translate(objects, options);
+        outcome = "published";
+        return translation;
+      } finally {
+        metrics.build(outcome, (performance.now() - started) / 1000);
+      }
+    },
     publish,
     logger: componentLogger("controller"),
   });
+
+  ref.controller = controller;
 
   if (client !== undefined) {
     const namespace = config.electionNamespace ?? environment.env.POD_NAMESPACE ??
@@ -232,9 +257,21 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   };
 }
 
+/** The kinds every source delivers. */
+const KINDS = ["Ingress", "IngressClass", "Service", "EndpointSlice", "Secret"];
+
 function watchStats(source: ObjectSource): WatchStats[] {
   const status = source.status();
-  if (status.type !== "kubernetes") return [];
+  if (status.type !== "kubernetes") {
+    // A manifest directory is read whole: every kind synced at its last complete load.
+    return KINDS.map((kind) => ({
+      kind,
+      lastSyncTime: status.lastLoadTime,
+      restarts: 0,
+      relists: 0,
+      malformed: 0,
+    }));
+  }
   return status.reflectors.map((r) => ({
     kind: r.kind,
     lastSyncTime: r.lastEventTime ?? r.lastSyncTime,

@@ -3,12 +3,18 @@
  * readable line per record with `--log-format pretty`. Components receive a
  * {@linkcode Logger} from their caller; only `main.ts` configures sinks.
  *
- * Never log certificates, keys, tokens or `Authorization` headers.
+ * Never log certificates, keys, tokens or `Authorization` headers. As a
+ * defence in depth, every line is redacted before it is written
+ * ({@linkcode redactLine}): properties named like credentials are replaced,
+ * and PEM blocks, bearer tokens and JWTs are cut out of any text.
+ *
+ * The access log does not go through here: see `access_log.ts`.
  *
  * @module
  */
 import {
   configure,
+  dispose,
   getConsoleSink,
   getJsonLinesFormatter,
   getLogger as getLogtapeLogger,
@@ -16,7 +22,9 @@ import {
   getTextFormatter,
   type Logger,
   type LogLevel,
+  type LogRecord,
   type Sink,
+  type TextFormatter,
 } from "@logtape/logtape";
 
 export type { Logger, LogLevel };
@@ -36,11 +44,69 @@ export interface LoggingOptions {
   readonly sink?: Sink;
 }
 
-/** Installs the process-wide sinks. Call once, from `main.ts`. */
+/** Property names whose values are never written (compared in lower case, `-`/`_` ignored). */
+const SECRET_PROPERTIES = new Set([
+  "authorization",
+  "proxyauthorization",
+  "cookie",
+  "setcookie",
+  "token",
+  "bearertoken",
+  "password",
+  "privatekey",
+  "keypem",
+  "tlskey",
+  "tls.key",
+  "certpem",
+  "tlscrt",
+  "tls.crt",
+]);
+
+const REDACTIONS: readonly [RegExp, string][] = [
+  // PEM blocks, also with their newlines escaped inside a JSON string.
+  [/-----BEGIN [A-Z0-9 ]+-----[\s\S]*?-----END [A-Z0-9 ]+-----/g, "[REDACTED PEM]"],
+  // An unterminated PEM block: drop everything after its header.
+  [/-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[^"]*/g, "[REDACTED PEM]"],
+  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi, "$1 [REDACTED]"],
+  // JSON Web Tokens (ServiceAccount tokens are JWTs).
+  [/\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]+/g, "[REDACTED JWT]"],
+];
+
+/** Cuts PEM blocks, bearer and basic credentials and JWTs out of a formatted line. */
+export function redactLine(line: string): string {
+  let out = line;
+  for (const [pattern, replacement] of REDACTIONS) out = out.replace(pattern, replacement);
+  return out;
+}
+
+/** `record` with the values of credential-like properties replaced. */
+export function redactRecord(record: LogRecord): LogRecord {
+  let properties: Record<string, unknown> | undefined;
+  for (const key of Object.keys(record.properties)) {
+    if (SECRET_PROPERTIES.has(key.toLowerCase().replace(/[-_]/g, ""))) {
+      properties ??= { ...record.properties };
+      properties[key] = "[REDACTED]";
+    }
+  }
+  return properties === undefined ? record : { ...record, properties };
+}
+
+/** Wraps a formatter so that what it writes is redacted. */
+export function redacting(formatter: TextFormatter): TextFormatter {
+  return (record) => redactLine(formatter(redactRecord(record)));
+}
+
+/** Installs the process-wide sinks. Call once per isolate (`main.ts`, each worker). */
 export async function configureLogging(options: LoggingOptions): Promise<void> {
-  const formatter = options.format === "json"
-    ? getJsonLinesFormatter({ categorySeparator: ".", message: "rendered", properties: "flatten" })
-    : getTextFormatter({ timestamp: "date-time-tz" });
+  const formatter = redacting(
+    options.format === "json"
+      ? getJsonLinesFormatter({
+        categorySeparator: ".",
+        message: "rendered",
+        properties: "flatten",
+      })
+      : getTextFormatter({ timestamp: "date-time-tz" }),
+  );
   const sink = options.sink ??
     (options.format === "pretty"
       ? getConsoleSink({ formatter })
@@ -53,6 +119,11 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
       { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["main"] },
     ],
   });
+}
+
+/** Flushes and closes the sinks; call before the process exits. */
+export async function flushLogging(): Promise<void> {
+  await dispose();
 }
 
 /** The logger of one component: records carry `component` and the category `sluice.<component>`. */

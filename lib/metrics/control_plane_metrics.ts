@@ -1,8 +1,8 @@
 /**
- * The control plane's Prometheus metrics: snapshot builds and their
+ * The main thread's Prometheus metrics: snapshot builds and their
  * duration, the published configuration version, the last successful sync
- * and the watch restarts and relists per kind, issues by kind, and the
- * expiry of every served certificate per host.
+ * and the watch restarts and relists per kind, issues by kind, the expiry of
+ * every served certificate per host.
  *
  * @module
  */
@@ -32,6 +32,22 @@ export interface ControlPlaneMetricsOptions {
   readonly registry?: Registry;
   /** Read at every scrape: the reflectors' counters (several per kind when namespaces are watched separately). */
   readonly watches?: () => readonly WatchStats[];
+  /**
+   * Read at every scrape: the controller's cumulative rebuild outcomes. When
+   * given, `sluice_snapshot_builds_total` follows it (and `build()` only
+   * observes durations).
+   */
+  readonly builds?: () => BuildStats;
+}
+
+/** Cumulative rebuild outcomes, as the controller counts them. */
+export interface BuildStats {
+  /** Translations published. */
+  readonly published: number;
+  /** Rebuilds whose translation equalled the one being served. */
+  readonly unchanged: number;
+  /** Rebuilds that failed to translate or to publish. */
+  readonly failed: number;
 }
 
 /** The control plane's metrics and the registry that exposes them. */
@@ -46,12 +62,15 @@ export class ControlPlaneMetrics {
   readonly #malformed: Counter<"kind">;
   readonly #issues: Gauge<"kind">;
   readonly #certExpiry: Gauge<"host" | "secret">;
+  readonly #countBuilds: boolean;
 
   constructor(options: ControlPlaneMetricsOptions = {}) {
     const registry = options.registry ?? new Registry();
     this.registry = registry;
     const registers = [registry];
     const watches = options.watches ?? (() => []);
+    const builds = options.builds;
+    this.#countBuilds = builds === undefined;
     // Reflectors keep cumulative counts; these metrics read them at scrape time.
     const sumBy = (pick: (w: WatchStats) => number) => {
       const sums = new Map<string, number>();
@@ -63,6 +82,15 @@ export class ControlPlaneMetrics {
       help: "Routing snapshot builds, by result (published, unchanged, failed)",
       labelNames: ["result"],
       registers,
+      ...(builds === undefined ? {} : {
+        collect(this: Counter<"result">) {
+          const b = builds();
+          this.reset();
+          this.inc({ result: "published" }, b.published);
+          this.inc({ result: "unchanged" }, b.unchanged);
+          this.inc({ result: "failed" }, b.failed);
+        },
+      }),
     });
     this.#buildDuration = new Histogram({
       name: "sluice_snapshot_build_duration_seconds",
@@ -137,8 +165,9 @@ export class ControlPlaneMetrics {
     });
   }
 
+  /** Observes one build's duration (and counts it, unless `builds` was given). */
   build(result: "published" | "unchanged" | "failed", durationSeconds: number): void {
-    this.#builds.inc({ result });
+    if (this.#countBuilds) this.#builds.inc({ result });
     this.#buildDuration.observe(durationSeconds);
   }
 

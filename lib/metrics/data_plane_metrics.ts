@@ -1,7 +1,9 @@
 /**
  * The data plane's Prometheus metrics, one set per serving worker: requests
  * by Ingress, rule host, status class and method; request durations;
- * upstream connect errors and retries; open connections and WebSockets.
+ * upstream connect errors and retries; open client connections (HTTPS: the
+ * plain-HTTP listener is `Deno.serve`, which reports no connections) and
+ * WebSockets being relayed.
  *
  * Label values come from the routing table (the Ingress `namespace/name`
  * and the rule's host as written), never from what a client sent, so a
@@ -95,7 +97,7 @@ export class DataPlaneMetrics {
     });
     this.#connections = new Gauge({
       name: "sluice_active_connections",
-      help: "Open client connections, by listener (http, https)",
+      help: "Open client connections, by listener (https; the http listener cannot count them)",
       labelNames: ["listener"],
       registers,
     });

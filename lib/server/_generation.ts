@@ -38,6 +38,8 @@ export interface GenerationOptions {
   readonly acceptDrainMaxMs: number;
   /** Called when `accept()` fails for a reason other than the listener closing. */
   readonly onAcceptError: (error: unknown) => void;
+  /** Called with `+1` when a connection is accepted and `-1` when it has closed (a gauge). */
+  readonly onConnection?: (delta: 1 | -1) => void;
 }
 
 interface ConnectionState {
@@ -238,8 +240,10 @@ export class Generation {
     }
     state.server = server;
     this.#connections.add(state);
+    this.#options.onConnection?.(1);
     const forget = () => {
       this.#connections.delete(state);
+      this.#options.onConnection?.(-1);
       if (this.#connections.size === 0 && this.#acceptLoopDone) this.#emptied.resolve();
     };
     server.finished.then(forget, forget);

@@ -63,6 +63,8 @@ export interface HttpsListenerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Default: the `server` component logger. */
   readonly logger?: Logger;
+  /** Called with `+1` when a connection is accepted and `-1` when it has closed (a gauge). */
+  readonly onConnection?: (delta: 1 | -1) => void;
 }
 
 /** Counters of {@linkcode HttpsListener.stats}. */
@@ -231,6 +233,7 @@ export class HttpsListener implements Listener {
       listener,
       fingerprint,
       handler: this.#handler,
+      ...(this.#options.onConnection ? { onConnection: this.#options.onConnection } : {}),
       onError: this.#options.onError ?? internalServerError,
       acceptQuietMs: this.#options.acceptQuietMs ?? 10,
       acceptDrainMaxMs: this.#options.acceptDrainMaxMs ?? 250,

@@ -42,6 +42,8 @@ export interface WorkerRuntimeOptions<D> {
     readonly handlerOptions: unknown;
     readonly logger: Logger;
   }): RequestHandler & { close?: () => void };
+  /** Called with `+1`/`-1` as client connections open and close (where the listener can tell). */
+  onConnection?(listener: "http" | "https", delta: 1 | -1): void;
   /** Answers a `collect` request with plain data (the worker's metrics). */
   collect?(): unknown | Promise<unknown>;
 }
@@ -113,6 +115,9 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           ? {}
           : { firstRequestGraceMs: config.firstRequestGraceMs }),
         logger: logger(),
+        ...(options.onConnection
+          ? { onConnection: (delta: 1 | -1) => options.onConnection!("https", delta) }
+          : {}),
       });
       listeners.push(https);
       httpsPort = https.addr.port;

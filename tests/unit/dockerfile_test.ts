@@ -1,6 +1,7 @@
 /**
- * No Docker engine runs here, so the image is checked by reading: what the
- * Dockerfile and deno.json promise each other.
+ * No Docker engine runs here and `deno compile` cannot download its `denort`
+ * runtime, so the image and the binary are checked by reading: what the
+ * Dockerfile, deno.json and the program promise each other.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 
@@ -46,6 +47,43 @@ Deno.test("the image's entrypoint is the binary deno task compile writes", () =>
   assertMatch(dockerfile, /COPY --from=build \/src\/dist\/sluice \/sluice/);
   assertMatch(dockerfile, /^ENTRYPOINT \["\/sluice"\]$/m);
   assertMatch(dockerfile, /^RUN deno task compile$/m);
+});
+
+Deno.test("deno task compile embeds the Web Worker module the program starts, and writes no code cache", async () => {
+  const compile = denoJson.tasks.compile!;
+  const included = [...compile.matchAll(/--include[= ](\S+)/g)].map((m) => m[1]!);
+  const sluice = await Deno.readTextFile(new URL("lib/app/sluice.ts", root));
+  const modules = [...sluice.matchAll(/module: new URL\("([^"]+)", import\.meta\.url\)/g)]
+    .map((m) => new URL(m[1]!, new URL("lib/app/", root)).href);
+  assert(modules.length > 0, "sluice.ts names its worker module");
+  for (const module of modules) {
+    assert(
+      included.some((path) => new URL(path, root).href === module),
+      `${module} is included in the binary (${included.join(", ")})`,
+    );
+  }
+  assertMatch(compile, /--no-code-cache/);
+});
+
+Deno.test("the arm64 compile task differs from compile only by its target and output", () => {
+  const arm = denoJson.tasks["compile:arm64"]!;
+  const strip = (command: string) =>
+    command.replace(/--target \S+ /, "").replace(/--output \S+/, "--output OUT");
+  assertMatch(arm, /--target aarch64-unknown-linux-gnu /);
+  assertEquals(strip(arm), strip(denoJson.tasks.compile!));
+});
+
+Deno.test("the permission set grants only the sys information the program reads", () => {
+  const set = denoJson.permissions.sluice as Record<string, unknown>;
+  // Measured with DENO_AUDIT_PERMISSIONS: Deno.hostname() (no POD_NAME) and the kubeconfig
+  // lookup's home directory (uid). Every end-to-end test runs the program with this set.
+  assertEquals(set.sys, ["hostname", "uid"]);
+  assert(!("write" in set) && !("run" in set) && !("ffi" in set), "no write, run or ffi");
+});
+
+Deno.test("the image is read-only-root friendly: no cache written, no update check", () => {
+  assertMatch(dockerfile, /^ENV .*DENO_DIR=\/tmp\/deno/m);
+  assertMatch(dockerfile, /^ENV .*DENO_NO_UPDATE_CHECK=1/m);
 });
 
 Deno.test("the image runs as a non-root user and exposes the HTTP, HTTPS and health ports", () => {

@@ -1,0 +1,195 @@
+/**
+ * The access log's own writer: one JSON object per request, encoded by hand
+ * and written to standard error in batches, because LogTape's per-record
+ * formatting and stream sink cost the proxy over 40% of its throughput
+ * (measured with `deno task bench:access-log`). Lines look like every other
+ * Sluice log line (`@timestamp`, `level`, `logger`, `component`, `message`)
+ * followed by the request's fields.
+ *
+ * Batches are cut at line boundaries into writes of at most 4 KiB, so that
+ * on a pipe (a container's log stream) each write is atomic and lines of
+ * several workers and of the main thread never interleave. A batch is
+ * written when it reaches that size or after `flushMs`, whichever is first.
+ * When the output cannot keep up, lines beyond `maxBufferedBytes` are
+ * dropped and counted, rather than growing memory.
+ *
+ * Knows nothing of requests beyond the fields it is given.
+ *
+ * @module
+ */
+
+/** One access-log record's fields, in the order they are written. */
+export interface AccessRecord {
+  readonly client: string;
+  readonly method: string;
+  readonly host: string;
+  /** Path without the query string (queries may carry secrets). */
+  readonly path: string;
+  readonly status: number;
+  readonly bytes: number;
+  readonly duration_ms: number;
+  /** `address:port` of the endpoint, empty when none was reached. */
+  readonly upstream: string;
+  readonly ingress: string;
+  readonly service: string;
+  readonly attempts: number;
+  readonly request_id: string;
+  readonly error?: string;
+}
+
+/** Where batches go. */
+export interface AccessLogOutput {
+  /** Writes all of `bytes` (may be partial: the rest is written again). */
+  write(bytes: Uint8Array): Promise<number>;
+  /** Writes synchronously, for the final flush. */
+  writeSync(bytes: Uint8Array): number;
+}
+
+/** Options of {@linkcode AccessLogWriter}. */
+export interface AccessLogWriterOptions {
+  /** Default: standard error. */
+  readonly output?: AccessLogOutput;
+  /** Longest time a line waits in the buffer, ms. Default 50. */
+  readonly flushMs?: number;
+  /** Lines buffered beyond this many bytes are dropped. Default 4 MiB. */
+  readonly maxBufferedBytes?: number;
+  /** Wall clock, ms since the epoch. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/** Largest single write: atomic on a pipe (PIPE_BUF is 4096 on Linux). */
+const MAX_WRITE = 4096;
+const NEEDS_ESCAPE = /[^\x20-\x7e]|["\\]/;
+// After JSON.stringify no raw control character is left: what is not printable ASCII is non-ASCII.
+const NON_ASCII = /[^ -~]/g;
+
+/**
+ * A JSON string literal in pure ASCII (non-ASCII as `\uXXXX`, so a line's
+ * length is its byte count), without `JSON.stringify`'s cost for the
+ * common, clean case.
+ */
+export function jsonString(value: string): string {
+  if (!NEEDS_ESCAPE.test(value)) return `"${value}"`;
+  return JSON.stringify(value).replace(
+    NON_ASCII,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
+/** One access-log line (with its newline) for `record` at `timeMs`. */
+export function encodeAccessLine(record: AccessRecord, timeMs: number): string {
+  let line = `{"@timestamp":"${new Date(timeMs).toISOString()}"` +
+    `,"level":"INFO","message":"request","logger":"sluice.access","component":"access"` +
+    `,"client":${jsonString(record.client)}` +
+    `,"method":${jsonString(record.method)}` +
+    `,"host":${jsonString(record.host)}` +
+    `,"path":${jsonString(record.path)}` +
+    `,"status":${record.status}` +
+    `,"bytes":${record.bytes}` +
+    `,"duration_ms":${record.duration_ms}` +
+    `,"upstream":${jsonString(record.upstream)}` +
+    `,"ingress":${jsonString(record.ingress)}` +
+    `,"service":${jsonString(record.service)}` +
+    `,"attempts":${record.attempts}` +
+    `,"request_id":${jsonString(record.request_id)}`;
+  if (record.error !== undefined) line += `,"error":${jsonString(record.error)}`;
+  return line + "}\n";
+}
+
+/** Buffers access-log lines and writes them in batches. Call `close()` at shutdown. */
+export class AccessLogWriter {
+  #output: AccessLogOutput;
+  #flushMs: number;
+  #maxBuffered: number;
+  #now: () => number;
+  #lines: string[] = [];
+  #buffered = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #writing: Promise<void> = Promise.resolve();
+  #encoder = new TextEncoder();
+  #dropped = 0;
+  #closed = false;
+
+  constructor(options: AccessLogWriterOptions = {}) {
+    this.#output = options.output ?? Deno.stderr;
+    this.#flushMs = options.flushMs ?? 50;
+    this.#maxBuffered = options.maxBufferedBytes ?? 4 * 1024 * 1024;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Lines dropped so far because the output could not keep up. */
+  get dropped(): number {
+    return this.#dropped;
+  }
+
+  /** Queues one record. */
+  write(record: AccessRecord): void {
+    if (this.#closed) return;
+    const line = encodeAccessLine(record, this.#now());
+    if (this.#buffered + line.length > this.#maxBuffered) {
+      this.#dropped++;
+      return;
+    }
+    this.#lines.push(line);
+    this.#buffered += line.length;
+    if (this.#buffered >= MAX_WRITE) this.#flush();
+    else if (this.#timer === undefined) {
+      this.#timer = setTimeout(() => this.#flush(), this.#flushMs);
+      // A pending flush never keeps a worker alive on its own.
+      Deno.unrefTimer(this.#timer as unknown as number);
+    }
+  }
+
+  /** Writes everything buffered (synchronously) and stops accepting records. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    for (const chunk of this.#take()) {
+      let offset = 0;
+      try {
+        while (offset < chunk.length) offset += this.#output.writeSync(chunk.subarray(offset));
+      } catch {
+        return; // The output is gone: nothing more can be said.
+      }
+    }
+  }
+
+  /** Resolves once every batch handed to the output so far was written. */
+  async settled(): Promise<void> {
+    await this.#writing;
+  }
+
+  #flush(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const chunks = this.#take();
+    if (chunks.length === 0) return;
+    this.#writing = this.#writing.then(async () => {
+      for (const chunk of chunks) {
+        let offset = 0;
+        while (offset < chunk.length) offset += await this.#output.write(chunk.subarray(offset));
+      }
+    }).catch(() => {
+      // The output is gone (closed pipe): access lines cannot be written anywhere.
+    });
+  }
+
+  /** Takes the buffered lines as encoded writes of at most MAX_WRITE bytes, whole lines each. */
+  #take(): Uint8Array[] {
+    const chunks: Uint8Array[] = [];
+    let batch = "";
+    for (const line of this.#lines) {
+      if (batch.length > 0 && batch.length + line.length > MAX_WRITE) {
+        chunks.push(this.#encoder.encode(batch));
+        batch = "";
+      }
+      batch += line;
+    }
+    if (batch.length > 0) chunks.push(this.#encoder.encode(batch));
+    this.#lines = [];
+    this.#buffered = 0;
+    return chunks;
+  }
+}

@@ -1,0 +1,71 @@
+import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { AccessLogWriter, encodeAccessLine, jsonString } from "./access_log.ts";
+import { redactLine } from "./logging.ts";
+
+const RECORD = {
+  client: "10.0.0.1",
+  method: "GET",
+  host: 'shöp.test"',
+  path: "/a\nb",
+  status: 200,
+  bytes: 12,
+  duration_ms: 1.5,
+  upstream: "10.1.0.2:8080",
+  ingress: "shop/web",
+  service: "shop/web",
+  attempts: 1,
+  request_id: "abc",
+};
+
+Deno.test("encodeAccessLine() writes one ASCII JSON line that parses back to the record", () => {
+  const line = encodeAccessLine(RECORD, Date.UTC(2026, 0, 2));
+  assert(line.endsWith("}\n") && !line.slice(0, -1).includes("\n"));
+  assert(/^[\x20-\x7e]*\n$/.test(line), "pure ASCII");
+  const parsed = JSON.parse(line);
+  assertEquals(parsed["@timestamp"], "2026-01-02T00:00:00.000Z");
+  assertEquals({ ...parsed, "@timestamp": undefined }, {
+    "@timestamp": undefined,
+    level: "INFO",
+    message: "request",
+    logger: "sluice.access",
+    component: "access",
+    ...RECORD,
+  });
+  assertEquals(JSON.parse(jsonString("\u2028\u0000é")), "\u2028\u0000é");
+});
+
+Deno.test("AccessLogWriter writes whole lines in writes of at most 4 KiB and flushes on close", async () => {
+  const writes: string[] = [];
+  const output = {
+    write: (b: Uint8Array) => {
+      writes.push(new TextDecoder().decode(b));
+      return Promise.resolve(b.length);
+    },
+    writeSync: (b: Uint8Array) => {
+      writes.push(new TextDecoder().decode(b));
+      return b.length;
+    },
+  };
+  const writer = new AccessLogWriter({ output, flushMs: 60_000, now: () => 0 });
+  for (let i = 0; i < 40; i++) writer.write(RECORD);
+  await writer.settled();
+  writer.close();
+  const all = writes.join("");
+  assertEquals(all.split("\n").filter((l) => l !== "").length, 40);
+  for (const w of writes) {
+    assert(w.length <= 4096 && w.endsWith("\n"), `a write of ${w.length} bytes, whole lines`);
+  }
+  writer.write(RECORD);
+  assertEquals(writes.join("").split("\n").length - 1, 40, "nothing written after close");
+});
+
+Deno.test("redactLine() cuts PEM blocks, bearer and basic credentials and JWTs", () => {
+  const pem = "-----BEGIN PRIVATE KEY-----\\nMIGHAgEAMBMG\\n-----END PRIVATE KEY-----";
+  const jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJl";
+  const line = `{"a":"${pem}","b":"Bearer abc.def","c":"basic dXNlcjpw","d":"${jwt}"}`;
+  const out = redactLine(line);
+  for (const secret of ["MIGHAgEAMBMG", "abc.def", "dXNlcjpw", jwt]) {
+    assert(!out.includes(secret), `${secret} redacted`);
+  }
+  assertEquals(JSON.parse(out).a, "[REDACTED PEM]");
+});

@@ -1,0 +1,82 @@
+/**
+ * Graceful shutdown end to end: Sluice as a process (`--manifests`, two
+ * workers) under a bounded concurrent load, some requests slow, gets
+ * SIGTERM. `/readyz` answers 503 at once; requests keep being served for
+ * `--shutdown-delay`; every request that had started finishes; the process
+ * exits 0 well within `--shutdown-delay` + `--shutdown-timeout`.
+ *
+ * @module
+ */
+import { assert, assertEquals } from "../support/assert.ts";
+import { startEchoBackend } from "../support/echo_backend.ts";
+import { writeManifestDir } from "../support/manifest_dir.ts";
+import { spawnSluice } from "../support/sluice_process.ts";
+import { waitFor, within } from "../support/wait.ts";
+
+Deno.test("SIGTERM under load: not ready at once, keeps serving, fails no started request, exits 0", async () => {
+  const backend = await startEchoBackend({ name: "web" });
+  const dir = await writeManifestDir([
+    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
+  ]);
+  const delayMs = 1_500;
+  const timeoutMs = 10_000;
+  const sluice = await spawnSluice([
+    `--manifests=${dir.path}`,
+    "--workers=2",
+    `--shutdown-delay=${delayMs}ms`,
+    `--shutdown-timeout=${timeoutMs}ms`,
+  ]);
+  using client = Deno.createHttpClient({ allowHost: true });
+  const outcomes: { status: number | string; slow: boolean; issuedAfterSignal: boolean }[] = [];
+  let signalledAt: number | undefined;
+  let issuing = true;
+  try {
+    await sluice.ready();
+    const loop = async (id: number) => {
+      for (let i = 0; issuing && i < 500; i++) {
+        // One request in five is slow: it is still running when the listeners stop accepting.
+        const slow = (i + id) % 5 === 0;
+        const issuedAfterSignal = signalledAt !== undefined;
+        const url = `http://127.0.0.1:${sluice.httpPort}/load?n=${i}${slow ? "&delay=2000" : ""}`;
+        try {
+          const r = await fetch(url, { headers: { host: "shop.test" }, client });
+          await r.arrayBuffer();
+          outcomes.push({ status: r.status, slow, issuedAfterSignal });
+        } catch (error) {
+          outcomes.push({ status: String(error), slow, issuedAfterSignal });
+        }
+      }
+    };
+    const loops = Array.from({ length: 16 }, (_, id) => loop(id));
+    await waitFor("some load", () => outcomes.length >= 50);
+
+    signalledAt = performance.now();
+    const exited = sluice.stop("SIGTERM");
+    await waitFor("/readyz to answer 503", async () => {
+      const r = await fetch(`http://127.0.0.1:${sluice.healthPort}/readyz`);
+      await r.body?.cancel();
+      return r.status === 503;
+    }, { timeoutMs: 500, intervalMs: 5 });
+    // Keep sending during the first part of the delay (a load balancer still would), then stop.
+    await waitFor("half the shutdown delay", () => performance.now() - signalledAt! > delayMs / 2);
+    issuing = false;
+    await within(timeoutMs, "the load loops", Promise.all(loops));
+    const code = await within(delayMs + timeoutMs + 5_000, "Sluice to exit", exited);
+    const tookMs = performance.now() - signalledAt;
+
+    assertEquals(code, 0);
+    // In-flight slow requests (2 s) end about delay + 2 s after the signal, far before the timeout.
+    assert(tookMs < delayMs + 2_000 + 3_000, `exited after ${Math.round(tookMs)} ms`);
+    const failed = outcomes.filter((o) => o.status !== 200);
+    assertEquals(failed, [], "every request that had started succeeded");
+    assert(outcomes.some((o) => o.issuedAfterSignal), "requests were served after SIGTERM");
+    assert(outcomes.some((o) => o.slow && o.issuedAfterSignal), "slow requests finished");
+    const stopped = sluice.records().find((r) => String(r.message ?? "").startsWith("Stopped"));
+    assert(stopped !== undefined, "the last log line was written before exiting");
+  } finally {
+    issuing = false;
+    await sluice.stop();
+    await backend.close();
+    await dir.remove();
+  }
+});
