@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, throws } from "node:assert/strict";
+import { deepStrictEqual as assertEquals, ok as assert, throws } from "node:assert/strict";
 import {
   decodeLatin1,
   encodeRequestHead,
@@ -114,4 +114,32 @@ Deno.test("encodeRequestHead() writes the target as UTF-8 and fields one byte pe
   );
   const ascii = encodeRequestHead("POST", "/x", [["A", "b"]]);
   assertEquals(new TextDecoder().decode(ascii), "POST /x HTTP/1.1\r\nA: b\r\n\r\n");
+});
+
+Deno.test("decodeLatin1() maps every byte to one char, also non-ASCII bytes and a leading BOM", () => {
+  const all = Uint8Array.from({ length: 256 }, (_, i) => i);
+  const text = decodeLatin1(all, 0, all.length);
+  assertEquals(text.length, 256);
+  for (let i = 0; i < 256; i++) assertEquals(text.charCodeAt(i), i);
+  const bom = Uint8Array.of(0xef, 0xbb, 0xbf, 0x41);
+  assertEquals(decodeLatin1(bom, 0, 4), "\u00ef\u00bb\u00bfA");
+  assertEquals(decodeLatin1(bytes("xHTTP/1.1 200 \ufffd"), 1, 14), "HTTP/1.1 200 ");
+});
+
+Deno.test("encodeRequestHead() encodes into a supplied buffer and appends the extra field", () => {
+  const scratch = new Uint8Array(1024).fill(0x7a);
+  const head = encodeRequestHead("PUT", "/x", [["Host", "a"]], {
+    extra: ["Content-Length", "3"],
+    buffer: (size) => size <= scratch.length ? scratch : undefined,
+  });
+  assertEquals(head.buffer, scratch.buffer);
+  assertEquals(
+    decodeLatin1(head, 0, head.length),
+    "PUT /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
+  );
+  const big = encodeRequestHead("GET", "/", [["X", "y".repeat(2000)]], {
+    buffer: (size) => size <= scratch.length ? scratch : undefined,
+  });
+  assertEquals(big.length, "GET / HTTP/1.1\r\nX: \r\n\r\n".length + 2000);
+  assert(big.buffer !== scratch.buffer, "a head too large for the buffer is allocated");
 });

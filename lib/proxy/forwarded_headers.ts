@@ -54,6 +54,32 @@ const REPLACED = new Set([
   "x-request-id",
 ]);
 
+/**
+ * Name lengths worth lowercasing a field name for. Every request and response
+ * passes each field through these rules, and most fields (`Accept`,
+ * `Content-Type`, `ETag`…) match none of them: comparing the length first
+ * skips a `toLowerCase()` and a set lookup for them.
+ */
+function lengthsOf(...sets: Iterable<string>[]): Uint8Array {
+  const lengths = new Uint8Array(256);
+  for (const set of sets) for (const name of set) lengths[name.length] = 1;
+  return lengths;
+}
+const REQUEST_LENGTHS = lengthsOf(HOP_BY_HOP, REPLACED);
+const RESPONSE_LENGTHS = lengthsOf(HOP_BY_HOP, ["strict-transport-security"]);
+
+/** True when `name` may be in `names` or `set`, judged by length alone. */
+function mayMatch(
+  lengths: Uint8Array,
+  name: string,
+  set: ReadonlySet<string> | readonly string[] | undefined,
+): boolean {
+  if (lengths[name.length] === 1 || name.length > 255) return true;
+  if (set === undefined) return false;
+  for (const entry of set) if (entry.length === name.length) return true;
+  return false;
+}
+
 const MAX_REQUEST_ID = 200;
 const REQUEST_ID = /^[\x21-\x7e]+$/;
 
@@ -109,6 +135,9 @@ export function forwardRequestHeaders(
   let xfPort: string | undefined;
   let requestId: string | undefined;
   for (const [name, value] of clientHeaders) {
+    // Only these lengths matter here: connection, x-forwarded-*, x-request-id.
+    const n = name.length;
+    if (n !== 10 && n !== 12 && n !== 15 && n !== 16 && n !== 17) continue;
     const lower = name.toLowerCase();
     switch (lower) {
       case "connection":
@@ -137,7 +166,15 @@ export function forwardRequestHeaders(
 
   const out: [string, string][] = [];
   let hostWritten = false;
+  const drop = context.drop;
   for (const pair of clientHeaders) {
+    if (
+      !mayMatch(REQUEST_LENGTHS, pair[0], named) &&
+      (drop === undefined || !mayMatch(REQUEST_LENGTHS, pair[0], drop))
+    ) {
+      out.push([pair[0], pair[1]]);
+      continue;
+    }
     const lower = pair[0].toLowerCase();
     if (lower === "host") {
       if (!hostWritten) out.push([pair[0], context.authority]);
@@ -154,7 +191,7 @@ export function forwardRequestHeaders(
     }
     if (HOP_BY_HOP.has(lower) || REPLACED.has(lower)) continue;
     if (named !== undefined && named.has(lower)) continue;
-    if (context.drop !== undefined && context.drop.has(lower)) continue;
+    if (drop !== undefined && drop.has(lower)) continue;
     out.push([pair[0], pair[1]]);
   }
   if (!hostWritten) out.unshift(["host", context.authority]);
@@ -211,8 +248,16 @@ export function forwardResponseHeaders(
   options: ResponseHeaderOptions,
 ): [string, string][] {
   const named = options.connectionTokens;
+  const drop = options.drop;
   const out: [string, string][] = [];
   for (const pair of backendHeaders) {
+    if (
+      !mayMatch(RESPONSE_LENGTHS, pair[0], named) &&
+      (drop === undefined || !mayMatch(RESPONSE_LENGTHS, pair[0], drop))
+    ) {
+      out.push([pair[0], pair[1]]);
+      continue;
+    }
     const lower = pair[0].toLowerCase();
     if (HOP_BY_HOP.has(lower)) continue;
     if (named.length > 0 && named.includes(lower)) continue;

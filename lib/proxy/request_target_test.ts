@@ -58,3 +58,26 @@ Deno.test("normalizeRoutePath() merges slashes, resolves dots and decodes unrese
   ];
   for (const [input, want] of cases) assertEquals(normalizeRoutePath(input), want, input);
 });
+
+Deno.test("normalizeRoutePath() returns plain paths as the URL parser would", () => {
+  const paths = [
+    "/",
+    "/a/b-c_d~e",
+    "/api/v1/users:batch",
+    "/x;y=1,z@w!$&'()*+=",
+    "/UPPER/lower/123",
+    "/1k.bin",
+    "/a.../.b/c../...",
+    "/trailing/",
+  ];
+  for (const path of paths) {
+    assertEquals(normalizeRoutePath(path), new URL("http://h" + path).pathname, path);
+  }
+  // Not plain: these go through the full normalisation.
+  assertEquals(normalizeRoutePath("//a//b"), "/a/b");
+  assertEquals(normalizeRoutePath("/a/./b/../c"), "/a/c");
+  assertEquals(normalizeRoutePath("/a/.."), "/");
+  assertEquals(normalizeRoutePath("/a/."), "/a/");
+  assertEquals(normalizeRoutePath("/%61dmin"), "/admin");
+  assertEquals(normalizeRoutePath("/caf\u00e9"), "/caf%C3%A9");
+});

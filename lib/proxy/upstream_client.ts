@@ -98,7 +98,7 @@ export async function sendUpstream(
   endpoint: Endpoint,
   request: UpstreamRequest,
 ): Promise<UpstreamResponse> {
-  const conn = await pool.acquire(endpoint);
+  const conn = pool.takeIdle(endpoint) ?? await pool.acquire(endpoint);
   try {
     return await exchange(pool, conn, request);
   } catch (error) {
@@ -126,23 +126,25 @@ async function exchange(
   };
 
   const { body } = request;
-  const headers = request.headers.slice();
   let chunked = false;
   // The caller may pass the client's Content-Length in place; add framing only when missing.
-  const hasLength = headers.some(([name]) =>
-    name.length === 14 && name.toLowerCase() === "content-length"
-  );
+  let extra: [string, string] | undefined;
   if (body instanceof Uint8Array) {
-    if (!hasLength) headers.push(["Content-Length", String(body.length)]);
+    if (!hasContentLength(request.headers)) extra = ["Content-Length", String(body.length)];
   } else if (body !== null) {
     if (request.contentLength !== undefined) {
-      if (!hasLength) headers.push(["Content-Length", String(request.contentLength)]);
+      if (!hasContentLength(request.headers)) {
+        extra = ["Content-Length", String(request.contentLength)];
+      }
     } else {
       chunked = true;
-      headers.push(["Transfer-Encoding", "chunked"]);
+      extra = ["Transfer-Encoding", "chunked"];
     }
   }
-  const head = encodeRequestHead(request.method, request.target, headers);
+  const head = encodeRequestHead(request.method, request.target, request.headers, {
+    extra,
+    buffer: (size) => conn.writeBuffer(size),
+  });
 
   // Client gone before the response head: close the socket so pending I/O fails.
   let aborted = false;
@@ -166,9 +168,15 @@ async function exchange(
   // the response and the request body pump finishes last.
   let responseFinished = false;
   try {
-    if (body instanceof Uint8Array && body.length <= COALESCE_BYTES) {
-      const both = new Uint8Array(head.length + body.length);
-      both.set(head);
+    if (body instanceof Uint8Array && body.length === 0) {
+      await conn.write(head);
+    } else if (body instanceof Uint8Array && body.length <= COALESCE_BYTES) {
+      // One write (one packet) for head and body: into the head's buffer when it has room.
+      const room = head.byteOffset === 0 && head.buffer.byteLength - head.length >= body.length;
+      const both = room
+        ? new Uint8Array(head.buffer, 0, head.length + body.length)
+        : new Uint8Array(head.length + body.length);
+      if (!room) both.set(head);
       both.set(body, head.length);
       await conn.write(both);
     } else {
@@ -218,8 +226,10 @@ async function exchange(
   const bodyless = request.method === "HEAD" || responseHead.status === 204 ||
     responseHead.status === 304;
   const mustClose = !responseHead.keepAlive || (!bodyless && responseHead.framing === "close");
-  let resolveDone: (outcome: BodyOutcome) => void = () => {};
-  const done = new Promise<BodyOutcome>((resolve) => resolveDone = resolve);
+  // Settled by `finish`: already settled for the common bodiless and buffered cases (no
+  // resolver closure per request), else by the body stream.
+  let done: Promise<BodyOutcome> | undefined;
+  let resolveDone: ((outcome: BodyOutcome) => void) | undefined;
   // The client leaving mid-body also closes the socket (a pending read then fails).
   const finish = (complete: boolean, bytes: number, error?: UpstreamError) => {
     if (responseFinished) return;
@@ -229,15 +239,28 @@ async function exchange(
     // answered before reading it leaves the connection in an unknown state) and the
     // whole response read.
     release(complete && pumpState !== "running" && pumpState !== "failed" && !mustClose);
-    resolveDone({ bytes, complete, error });
+    const outcome: BodyOutcome = { bytes, complete, error };
+    if (resolveDone !== undefined) resolveDone(outcome);
+    else done = Promise.resolve(outcome);
   };
-
-  const base = {
-    status: responseHead.status,
-    statusText: responseHead.statusText,
-    headers: responseHead.headers,
-    connectionTokens: responseHead.connectionTokens,
-    done,
+  const answer = (
+    body: UpstreamResponse["body"],
+    tunnel?: UpstreamResponse["tunnel"],
+  ): UpstreamResponse => {
+    if (done === undefined) {
+      const { promise, resolve } = Promise.withResolvers<BodyOutcome>();
+      done = promise;
+      resolveDone = resolve;
+    }
+    const response = {
+      status: responseHead.status,
+      statusText: responseHead.statusText,
+      headers: responseHead.headers,
+      connectionTokens: responseHead.connectionTokens,
+      body,
+      done,
+    };
+    return tunnel === undefined ? response : { ...response, tunnel };
   };
 
   if (responseHead.status === 101) {
@@ -245,14 +268,14 @@ async function exchange(
     pool.detach(conn);
     released = true;
     responseFinished = true;
-    resolveDone({ bytes: 0, complete: true });
+    done = Promise.resolve({ bytes: 0, complete: true });
     const initial = conn.takeAllBuffered();
-    return { ...base, body: null, tunnel: { conn: conn.detach(), initial } };
+    return answer(null, { conn: conn.detach(), initial });
   }
 
   if (bodyless || (responseHead.framing === "length" && responseHead.contentLength === 0)) {
     finish(true, 0);
-    return { ...base, body: null };
+    return answer(null);
   }
   if (responseHead.framing === "length" && responseHead.contentLength <= FULL_BODY_BYTES) {
     // Small bodies are read whole: Deno.serve sends bytes far cheaper than a stream, and a
@@ -272,7 +295,7 @@ async function exchange(
       throw error;
     }
     finish(true, bytes.length);
-    return { ...base, body: bytes };
+    return answer(bytes);
   }
 
   const next = bodyReader(conn, responseHead);
@@ -302,7 +325,14 @@ async function exchange(
       finish(false, bytes, new UpstreamError("aborted", "Cannot relay body: client went away"));
     },
   }, BODY_QUEUE);
-  return { ...base, body: stream };
+  return answer(stream);
+}
+
+function hasContentLength(headers: readonly (readonly [string, string])[]): boolean {
+  for (const [name] of headers) {
+    if (name.length === 14 && name.toLowerCase() === "content-length") return true;
+  }
+  return false;
 }
 
 /** Returns a function yielding de-framed body chunks, then null at the end. */

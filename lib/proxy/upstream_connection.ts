@@ -24,9 +24,27 @@ import { UpstreamError } from "./upstream_error.ts";
 export const READ_BUFFER_BYTES = 64 * 1024;
 const MAX_LINE = 8 * 1024;
 const DIRECT_READ_MIN = 16 * 1024;
-const SCRATCH_BYTES = 512 * 1024;
-const SCRATCH_KEPT = 16;
-const scratch: Uint8Array[] = [];
+/** Size of the buffers large body reads go straight into (see `readSome`). */
+const BODY_CHUNK_BYTES = 256 * 1024;
+/** Request heads (and small bodies) are encoded into a reused per-connection buffer this big. */
+const WRITE_BUFFER_BYTES = 16 * 1024;
+
+/**
+ * A clock read on every I/O call to stamp when it started: the pool's sweeper
+ * advances it on each tick, so the hot path reads a field instead of calling
+ * `performance.now()` (an op) several times per request. Deadlines checked
+ * against it are late by at most one tick, never early (the sweeper allows
+ * for that).
+ */
+export interface CoarseClock {
+  readonly now: number;
+}
+
+const PRECISE_CLOCK: CoarseClock = {
+  get now() {
+    return performance.now();
+  },
+};
 
 /** A pooled connection to one endpoint. */
 export class UpstreamConnection {
@@ -37,7 +55,11 @@ export class UpstreamConnection {
   /** When it was last returned to the pool (`performance.now()`). */
   idleSince = 0;
   #conn: Deno.Conn;
+  #clock: CoarseClock;
   #buf = new Uint8Array(READ_BUFFER_BYTES);
+  #writeBuf: Uint8Array<ArrayBuffer> | undefined;
+  /** A large-read buffer left over when a read returned little (reused by the next one). */
+  #spare: Uint8Array<ArrayBuffer> | undefined;
   #start = 0;
   #end = 0;
   #state: "active" | "idle" | "closed" = "active";
@@ -47,9 +69,21 @@ export class UpstreamConnection {
   #timedOut = false;
   #bytesReadThisExchange = 0;
 
-  constructor(conn: Deno.Conn, endpointKey: string) {
+  /** `clock` defaults to `performance.now()`; the pool passes its coarse sweeper clock. */
+  constructor(conn: Deno.Conn, endpointKey: string, clock: CoarseClock = PRECISE_CLOCK) {
     this.#conn = conn;
     this.endpointKey = endpointKey;
+    this.#clock = clock;
+  }
+
+  /**
+   * A reusable buffer of at least `size` bytes for the next `write()` (request
+   * heads), or undefined when `size` is too large. Valid until that write
+   * settles; the caller writes a subarray of it.
+   */
+  writeBuffer(size: number): Uint8Array<ArrayBuffer> | undefined {
+    if (size > WRITE_BUFFER_BYTES) return undefined;
+    return this.#writeBuf ??= new Uint8Array(WRITE_BUFFER_BYTES);
   }
 
   /** When a read that is still pending started (`performance.now()`), or 0. */
@@ -90,7 +124,7 @@ export class UpstreamConnection {
     }
     this.#state = "idle";
     this.#start = this.#end = 0;
-    this.idleSince = performance.now();
+    this.idleSince = this.#clock.now;
     const probe = this.#conn.read(this.#buf);
     this.#probe = probe;
     probe.then(
@@ -128,7 +162,7 @@ export class UpstreamConnection {
 
   /** Writes all bytes. */
   async write(bytes: Uint8Array): Promise<void> {
-    this.#writeSince = performance.now();
+    this.#writeSince = this.#clock.now || 1;
     try {
       let offset = 0;
       while (offset < bytes.length) {
@@ -237,22 +271,29 @@ export class UpstreamConnection {
   async readSome(max: number): Promise<Uint8Array<ArrayBuffer> | null> {
     if (this.#end > this.#start) return this.takeBuffered(max);
     if (max >= DIRECT_READ_MIN && this.#probe === undefined) {
-      // Large bodies: one big read into a shared scratch buffer, then an exact-size copy.
-      // Reads on loopback often return hundreds of KiB at once, and every chunk costs a
-      // trip through the response stream, so fewer, bigger chunks are much cheaper.
-      const buffer = scratch.pop() ?? new Uint8Array(SCRATCH_BYTES);
-      this.#readSince = performance.now();
+      // Large bodies: one big read straight into a new buffer that becomes the chunk
+      // (it is handed to the client response, so it cannot be reused). Reads on loopback
+      // often return hundreds of KiB at once, and every chunk costs a trip through the
+      // response stream, so fewer, bigger chunks are much cheaper. A read that filled
+      // less than half of it is copied out and the buffer kept for the next read, so a
+      // trickling backend does not pin 256 KiB per small chunk.
+      const size = Math.min(max, BODY_CHUNK_BYTES);
+      let buffer = this.#spare;
+      this.#spare = undefined;
+      if (buffer === undefined || buffer.length < size) buffer = new Uint8Array(size);
+      this.#readSince = this.#clock.now || 1;
       let n: number | null;
       try {
-        n = await this.#conn.read(buffer.subarray(0, Math.min(max, buffer.length)));
+        n = await this.#conn.read(buffer.subarray(0, size));
       } catch (error) {
         throw this.#ioError(error, "read");
       } finally {
         this.#readSince = 0;
-        if (scratch.length < SCRATCH_KEPT) scratch.push(buffer);
       }
       if (n === null) return null;
       this.#bytesReadThisExchange += n;
+      if (n * 2 >= buffer.length) return buffer.subarray(0, n);
+      this.#spare = buffer;
       return buffer.slice(0, n);
     }
     if (!(await this.#fill())) return null;
@@ -272,7 +313,7 @@ export class UpstreamConnection {
     this.#start += first;
     let filled = first;
     while (filled < n) {
-      this.#readSince = performance.now();
+      this.#readSince = this.#clock.now || 1;
       let read: number | null;
       try {
         read = await this.#conn.read(out.subarray(filled));
@@ -315,7 +356,7 @@ export class UpstreamConnection {
       this.#end -= this.#start;
       this.#start = 0;
     }
-    this.#readSince = performance.now();
+    this.#readSince = this.#clock.now || 1;
     let n: number | null;
     try {
       const probe = this.#probe;

@@ -7,7 +7,9 @@
  * connections whose pending read or write has waited longer than the idle
  * timeout (the waiting call then fails with a `timeout`), and pooled
  * connections idle for longer than `idleTimeoutMs`. Per-read timers would cost
- * a timer per chunk; the sweep costs one `performance.now()` per I/O call.
+ * a timer per chunk; the sweep costs one field read per I/O call: connections
+ * stamp their I/O with a coarse clock the sweeper advances, and deadlines are
+ * checked with one tick of slack (late by at most two ticks, never early).
  *
  * Knows nothing of HTTP; never consults HTTP_PROXY or any environment.
  *
@@ -15,7 +17,7 @@
  */
 
 import type { Endpoint } from "../routing/snapshot.ts";
-import { UpstreamConnection } from "./upstream_connection.ts";
+import { type CoarseClock, UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 
 /** Opens a TCP connection; injectable for tests. */
@@ -45,11 +47,19 @@ export interface PoolStats {
   readonly connectsTotal: number;
 }
 
+const keys = new WeakMap<Endpoint, string>();
+
 /** The endpoint key used for pooling, health and logs: `address:port` (`[v6]:port`). */
 export function endpointKey(endpoint: Endpoint): string {
-  return endpoint.address.includes(":")
-    ? `[${endpoint.address}]:${endpoint.port}`
-    : `${endpoint.address}:${endpoint.port}`;
+  // Endpoints are frozen snapshot objects reused by every request: key each once.
+  let key = keys.get(endpoint);
+  if (key === undefined) {
+    key = endpoint.address.includes(":")
+      ? `[${endpoint.address}]:${endpoint.port}`
+      : `${endpoint.address}:${endpoint.port}`;
+    keys.set(endpoint, key);
+  }
+  return key;
 }
 
 const defaultConnect: Connector = async (options) => {
@@ -75,6 +85,8 @@ export class UpstreamPool {
   #idle = new Map<string, UpstreamConnection[]>();
   #active = new Set<UpstreamConnection>();
   #sweeper: ReturnType<typeof setInterval> | undefined;
+  #tick: number;
+  #clock: { now: number } = { now: performance.now() };
   #closed = false;
   #connectsTotal = 0;
 
@@ -84,6 +96,15 @@ export class UpstreamPool {
     this.maxIdlePerEndpoint = options.maxIdlePerEndpoint ?? 64;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
     this.#connect = options.connect ?? defaultConnect;
+    this.#tick = Math.min(
+      1_000,
+      Math.max(5, Math.min(this.ioTimeoutMs, this.idleTimeoutMs) / 4),
+    );
+  }
+
+  /** The coarse clock connections stamp their I/O with (advanced by the sweeper). */
+  get clock(): CoarseClock {
+    return this.#clock;
   }
 
   stats(): PoolStats {
@@ -101,20 +122,14 @@ export class UpstreamPool {
     endpoint: Endpoint,
     options: { fresh?: boolean } = {},
   ): Promise<UpstreamConnection> {
+    if (options.fresh !== true) {
+      const idle = this.takeIdle(endpoint);
+      if (idle !== undefined) return idle;
+    }
     if (this.#closed) throw new UpstreamError("connect-failed", "Cannot connect: pool is closed");
     this.#ensureSweeper();
     const key = endpointKey(endpoint);
-    if (options.fresh !== true) {
-      const list = this.#idle.get(key);
-      while (list !== undefined && list.length > 0) {
-        const conn = list.pop() as UpstreamConnection;
-        if (conn.closed) continue;
-        conn.activate();
-        this.#active.add(conn);
-        return conn;
-      }
-    }
-    const conn = new UpstreamConnection(await this.#open(endpoint, key), key);
+    const conn = new UpstreamConnection(await this.#open(endpoint, key), key, this.#clock);
     if (this.#closed) {
       conn.close();
       throw new UpstreamError("connect-failed", "Cannot connect: pool is closed");
@@ -123,6 +138,23 @@ export class UpstreamPool {
     conn.activate();
     this.#active.add(conn);
     return conn;
+  }
+
+  /**
+   * A pooled idle connection to `endpoint`, activated, or undefined when none
+   * is left. Synchronous, so the common case costs no promise.
+   */
+  takeIdle(endpoint: Endpoint): UpstreamConnection | undefined {
+    if (this.#closed) return undefined;
+    const list = this.#idle.get(endpointKey(endpoint));
+    while (list !== undefined && list.length > 0) {
+      const conn = list.pop() as UpstreamConnection;
+      if (conn.closed) continue;
+      conn.activate();
+      this.#active.add(conn);
+      return conn;
+    }
+    return undefined;
   }
 
   /** Returns a connection after an exchange; it is pooled only when `reusable` and there is room. */
@@ -196,28 +228,29 @@ export class UpstreamPool {
 
   #ensureSweeper(): void {
     if (this.#sweeper !== undefined) return;
-    const tick = Math.min(1_000, Math.max(5, Math.min(this.ioTimeoutMs, this.idleTimeoutMs) / 4));
-    const sweeper = setInterval(() => this.#sweep(), tick);
+    this.#clock.now = performance.now();
+    const sweeper = setInterval(() => this.#sweep(), this.#tick);
     Deno.unrefTimer(sweeper);
     this.#sweeper = sweeper;
   }
 
   #sweep(): void {
     const now = performance.now();
+    this.#clock.now = now;
+    // Stamps are up to one tick old: allow for it so that nothing times out early.
+    const ioLimit = this.ioTimeoutMs + this.#tick;
     for (const conn of this.#active) {
       const read = conn.readSince;
       const write = conn.writeSince;
-      if (
-        (read !== 0 && now - read > this.ioTimeoutMs) ||
-        (write !== 0 && now - write > this.ioTimeoutMs)
-      ) {
+      if ((read !== 0 && now - read > ioLimit) || (write !== 0 && now - write > ioLimit)) {
         conn.timeout();
       }
     }
+    const idleLimit = this.idleTimeoutMs + this.#tick;
     for (const [key, list] of this.#idle) {
       for (let i = list.length - 1; i >= 0; i--) {
         const conn = list[i] as UpstreamConnection;
-        if (conn.closed || now - conn.idleSince > this.idleTimeoutMs) {
+        if (conn.closed || now - conn.idleSince > idleLimit) {
           conn.close();
           list.splice(i, 1);
         }

@@ -10,7 +10,13 @@
  *
  * Installs nginx and wrk from Debian with apt-get when missing (needs root).
  * Everything runs as the current user from a temporary directory; no system
- * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`.
+ * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
+ * `--sizes 1k` (or `1m`) to measure one response size while iterating.
+ *
+ * Sluice runs with the runtime flags of `deno task start` that matter for speed:
+ * `--unstable-no-legacy-abort` (else Deno aborts every request's signal after
+ * a successful response, a DOMException per request) and a smaller V8 young
+ * generation (`--max-semi-space-size=8`: lower peak RSS, same throughput).
  *
  * @module
  */
@@ -28,6 +34,9 @@ const ROUNDS = option("rounds", 3);
 const DURATION_S = option("duration", 5);
 const CONNECTIONS = option("connections", 64);
 const CPUS = navigator.hardwareConcurrency;
+const SIZES = Deno.args.includes("--sizes") ? Deno.args[Deno.args.indexOf("--sizes") + 1] : "1k,1m";
+/** Runtime flags shared with `deno task start` (see the module comment). */
+const SLUICE_FLAGS = ["--unstable-no-legacy-abort", "--v8-flags=--max-semi-space-size=8"];
 
 interface Target {
   readonly name: string;
@@ -219,6 +228,7 @@ async function main(): Promise<void> {
           "run",
           "-A",
           "--unstable-net",
+          ...SLUICE_FLAGS,
           SERVER,
           "--port",
           String(port),
@@ -260,7 +270,9 @@ async function main(): Promise<void> {
       },
     ];
     const rss = new Map<string, number>();
-    for (const [label, path] of [["1 KiB", "/1k.bin"], ["1 MiB", "/1m.bin"]] as const) {
+    const sizes = ([["1 KiB", "/1k.bin", "1k"], ["1 MiB", "/1m.bin", "1m"]] as const)
+      .filter(([, , key]) => SIZES?.split(",").includes(key));
+    for (const [label, path] of sizes) {
       const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
       for (let round = 0; round < ROUNDS; round++) {
         for (const target of targets) {
