@@ -29,7 +29,7 @@ import { parseRequestTarget } from "./request_target.ts";
 import { sendUpstream, type UpstreamRequest, type UpstreamResponse } from "./upstream_client.ts";
 import { UpstreamError, type UpstreamErrorKind } from "./upstream_error.ts";
 import { endpointKey, UpstreamPool } from "./upstream_pool.ts";
-import { relayWebSocket, WEBSOCKET_DROP_REQUEST } from "./websocket_relay.ts";
+import { relayWebSocket, WEBSOCKET_DROP_REQUEST, type WebSocketRelay } from "./websocket_relay.ts";
 
 /** What the listener knows about the connection; read it synchronously from `Deno.serve`'s info. */
 export interface ProxyRequestInfo {
@@ -51,8 +51,13 @@ export interface ProxyLogger {
 export interface AccessLogEntry {
   readonly requestId: string;
   readonly method: string;
-  /** Authority as received. */
+  /** Authority as received (the client's; never a metrics label). */
   readonly host: string;
+  /**
+   * The matched rule's host as written in the Ingress (`shop.example.com`,
+   * `*.example.com`); empty for a rule without host, or when nothing matched.
+   */
+  readonly ruleHost: string;
   /** Target as received (path and query). */
   readonly target: string;
   readonly secure: boolean;
@@ -68,7 +73,9 @@ export interface AccessLogEntry {
   readonly ingress?: string;
   /** `namespace/name` of the Service, when routed. */
   readonly service?: string;
-  /** `address:port` of the last endpoint tried. */
+  /** The backend's key, `namespace/service:port`, when routed. */
+  readonly backend?: string;
+  /** `address:port` of the last endpoint tried, also when connecting to it failed. */
   readonly endpoint?: string;
   /** Endpoints tried (more than one after connect failures). */
   readonly attempts: number;
@@ -128,6 +135,11 @@ export interface ProxyHandlerOptions {
   readonly webSocketIdleTimeoutMs?: number;
   /** Request id generator. Default: 32 random hex chars. */
   readonly newRequestId?: () => string;
+  /**
+   * Called with `+1` when a WebSocket relay starts and `-1`, exactly once,
+   * when it has ended (any way it ends). Must not throw.
+   */
+  readonly onWebSocket?: (delta: 1 | -1) => void;
 }
 
 /** The handler, plus its resources. */
@@ -138,6 +150,15 @@ export interface ProxyHandler {
   readonly balancer: EndpointBalancer;
   /** Closes pooled upstream connections (call at shutdown and at the end of tests). */
   close(): void;
+  /**
+   * Closes every live WebSocket relay: the client side with `code` (default
+   * 1001 "Going away"), the backend side with a close frame too; relays
+   * starting afterwards are closed the same way as soon as they start.
+   * Resolves when they have all ended (each within 5 s: both sides answered
+   * or the grace ran out). Call it at shutdown, right after the listeners
+   * stopped accepting.
+   */
+  closeWebSockets(code?: number, reason?: string): Promise<void>;
 }
 
 const BUFFER_BODY_BYTES = 64 * 1024;
@@ -198,6 +219,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   };
   const logger = options.logger;
   const onAccess = options.onAccess;
+  const onWebSocket = options.onWebSocket;
+  const relays = new Set<WebSocketRelay>();
+  let closingWebSockets: { code: number; reason: string } | undefined;
 
   async function handle(req: Request, info: ProxyRequestInfo): Promise<Response> {
     const started = onAccess === undefined ? 0 : performance.now();
@@ -233,6 +257,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         requestId: fields.requestId ?? "",
         method,
         host: fields.host ?? hostHeader ?? "",
+        ruleHost: fields.ruleHost ?? "",
         target: fields.target ?? "",
         secure,
         remoteAddress: peer,
@@ -243,6 +268,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         attempts: fields.attempts ?? 0,
         ...(fields.ingress === undefined ? {} : { ingress: fields.ingress }),
         ...(fields.service === undefined ? {} : { service: fields.service }),
+        ...(fields.backend === undefined ? {} : { backend: fields.backend }),
         ...(fields.endpoint === undefined ? {} : { endpoint: fields.endpoint }),
         ...(fields.error === undefined ? {} : { error: fields.error }),
       });
@@ -291,7 +317,13 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       log(404, { error: "no-route", target: where.target });
       return plain(404);
     }
-    const routed = { ingress: match.ingress, service: match.backend.service, target: where.target };
+    const routed = {
+      ingress: match.ingress,
+      service: match.backend.service,
+      backend: match.backend.key,
+      ruleHost: match.host,
+      target: where.target,
+    };
     if (match.tls && !secure && sslRedirect) {
       const port = redirectPort === 443 ? "" : `:${redirectPort}`;
       log(308, routed);
@@ -362,8 +394,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     let attempts = 0;
     let tried: Set<string> | undefined;
     while (attempts < maxAttempts) {
-      endpoint = balancer.choose(match.backend, tried);
-      if (endpoint === undefined) break;
+      const next = balancer.choose(match.backend, tried);
+      if (next === undefined) break;
+      endpoint = next;
       attempts++;
       try {
         upstream = await sendUpstream(pool, endpoint, request);
@@ -407,7 +440,12 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     const done = { ...ids, attempts, ...(endpointText ? { endpoint: endpointText } : {}) };
     if (upstream.tunnel !== undefined) {
       try {
-        const response = relayWebSocket(req, { ...upstream, tunnel: upstream.tunnel }, wsOptions);
+        const { response, relay } = relayWebSocket(
+          req,
+          { ...upstream, tunnel: upstream.tunnel },
+          wsOptions,
+        );
+        track(relay);
         log(101, done);
         return response;
       } catch (error) {
@@ -424,6 +462,23 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     }
 
     return respond(upstream, match, secure, done, log);
+  }
+
+  function track(relay: WebSocketRelay): void {
+    relays.add(relay);
+    onWebSocket?.(1);
+    relay.ended.then(() => {
+      relays.delete(relay);
+      onWebSocket?.(-1);
+    });
+    if (closingWebSockets !== undefined) {
+      relay.close(closingWebSockets.code, closingWebSockets.reason);
+    }
+  }
+
+  async function closeWebSockets(code = 1001, reason = "Going away"): Promise<void> {
+    closingWebSockets ??= { code, reason };
+    await Promise.all([...relays].map((relay) => relay.close(code, reason)));
   }
 
   function respond(
@@ -475,6 +530,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     pool: { value: pool },
     balancer: { value: balancer },
     close: { value: () => pool.close() },
+    closeWebSockets: { value: closeWebSockets },
   });
   return handler;
 }

@@ -626,8 +626,52 @@ Deno.test("proxy logs one access entry per request with route and endpoint", asy
       ["abc", "GET", HOST, "/logged?x=1", 200, "test/ingress", "test/service"],
     );
     strictEqual(entry.endpoint, `127.0.0.1:${backend.port}`);
+    assertEquals([entry.ruleHost, entry.backend], [HOST, "test/service:80"]);
     ok(entry.bytes > 0);
   });
+});
+
+Deno.test("proxy access entries carry the rule's host as written, never the client's Host", async () => {
+  await withProxy(async ({ proxy }) => {
+    for (
+      const [host, path] of [["a.wild.example", "/x"], ["other.example", "/x"], [
+        "other.example",
+        "/y",
+      ]]
+    ) {
+      await raw(proxy, `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    }
+    await waitUntil(() => proxy.accessLog.length === 3);
+    assertEquals(
+      proxy.accessLog.map((e) => [e.host, e.ruleHost, e.backend, e.status]),
+      [
+        ["a.wild.example", "*.wild.example", "shop/wild:8080", 200],
+        ["other.example", "", "shop/any:80", 200],
+        ["other.example", "", undefined, 404],
+      ],
+    );
+  }, {
+    routes: (backend) => {
+      const endpoints = [{ address: "127.0.0.1", port: backend.port }];
+      return [
+        { host: "*.wild.example", endpoints, service: "shop/wild", key: "shop/wild:8080" },
+        { path: "/x", pathType: "Exact", endpoints, service: "shop/any" },
+      ];
+    },
+  });
+});
+
+Deno.test("proxy access entry names the endpoint it could not connect to", async () => {
+  const closed = closedPort();
+  await withProxy(async ({ proxy }) => {
+    const response = await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
+    strictEqual(response.status, 502);
+    const entry = proxy.accessLog[0]!;
+    assertEquals(
+      [entry.error, entry.attempts, entry.endpoint, entry.ruleHost, entry.backend],
+      ["connect-failed", 1, `127.0.0.1:${closed}`, HOST, "test/service:80"],
+    );
+  }, { routes: () => [{ host: HOST, endpoints: [{ address: "127.0.0.1", port: closed }] }] });
 });
 
 function closedPort(): number {

@@ -13,6 +13,9 @@
  * upgrade request, so no permessage-deflate is negotiated on either side).
  * A backend that vanishes without a close frame is reported to the client as
  * 1011. No total-duration cap: only an idle timeout (no message either way).
+ * The proxy can close a relay itself ({@linkcode WebSocketRelay.close}, 1001
+ * at shutdown): both sides get a close frame, and it ends within
+ * `CLOSE_GRACE_MS` whether or not they answer.
  *
  * @module
  */
@@ -62,6 +65,19 @@ export interface WebSocketRelayOptions {
   readonly onClose?: (summary: RelaySummary) => void;
 }
 
+/** A running relay, as returned by {@linkcode relayWebSocket}. */
+export interface WebSocketRelay {
+  /** Resolves once, when the relay has ended (any way it ends); never rejects. */
+  readonly ended: Promise<RelaySummary>;
+  /**
+   * Closes both sides: the client with `code` and `reason`, the backend with
+   * a close frame carrying them. Resolves when the relay has ended: both
+   * sides answered, or after a grace of 5 s. Calling it again, or on an ended
+   * relay, returns `ended`.
+   */
+  close(code: number, reason: string): Promise<RelaySummary>;
+}
+
 /** What happened on a relayed WebSocket, for logs. */
 export interface RelaySummary {
   readonly messagesToBackend: number;
@@ -70,14 +86,14 @@ export interface RelaySummary {
   readonly clientCode: number;
   /** Close code the backend sent, 1005 when none, 1006 when it vanished. */
   readonly backendCode: number;
-  readonly reason: "client" | "backend" | "idle" | "error";
+  readonly reason: "client" | "backend" | "idle" | "closed" | "error";
 }
 
 /**
  * Upgrades the client's request and relays it to the backend's tunnel.
  * Must be called while `req` is live (inside the handler, before returning).
  *
- * @returns the 101 response to return from the handler.
+ * @returns the 101 response to return from the handler, and the relay.
  * @throws {TypeError} when Deno refuses the upgrade (e.g. the backend chose a
  *   subprotocol the client did not offer); the caller answers 502.
  */
@@ -85,7 +101,7 @@ export function relayWebSocket(
   req: Request,
   upstream: UpstreamResponse & { readonly tunnel: NonNullable<UpstreamResponse["tunnel"]> },
   options: WebSocketRelayOptions,
-): Response {
+): { readonly response: Response; readonly relay: WebSocketRelay } {
   let protocol: string | undefined;
   const extra: [string, string][] = [];
   for (const [name, value] of upstream.headers) {
@@ -100,11 +116,14 @@ export function relayWebSocket(
     protocol === undefined || protocol === "" ? {} : { protocol },
   );
   for (const [name, value] of extra) response.headers.append(name, value);
-  new Relay(socket, upstream.tunnel.conn, options).start(upstream.tunnel.initial);
-  return response;
+  const relay = new Relay(socket, upstream.tunnel.conn, options);
+  relay.start(upstream.tunnel.initial);
+  return { response, relay };
 }
 
-class Relay {
+class Relay implements WebSocketRelay {
+  readonly ended: Promise<RelaySummary>;
+  #resolveEnded: (summary: RelaySummary) => void;
   #socket: WebSocket;
   #conn: Deno.Conn;
   #options: WebSocketRelayOptions;
@@ -126,6 +145,8 @@ class Relay {
   #clientCode = 1006;
   #backendCode = 1006;
   #reason: RelaySummary["reason"] = "error";
+  /** A close asked for while the client side was still connecting. */
+  #closeOnOpen: { code: number; reason: string } | undefined;
   #utf8 = new TextDecoder("utf-8", { fatal: true });
   #encoder = new TextEncoder();
 
@@ -135,6 +156,20 @@ class Relay {
     this.#options = options;
     this.#decoder = new FrameDecoder({ maxPayload: options.maxMessageBytes, expectMasked: false });
     this.#assembler = new MessageAssembler(options.maxMessageBytes);
+    const { promise, resolve } = Promise.withResolvers<RelaySummary>();
+    this.ended = promise;
+    this.#resolveEnded = resolve;
+  }
+
+  close(code: number, reason: string): Promise<RelaySummary> {
+    if (this.#finished || this.#reason === "closed") return this.ended;
+    this.#reason = "closed";
+    this.#sendCloseToBackend(code, reason);
+    if (this.#socket.readyState === WebSocket.CONNECTING) this.#closeOnOpen = { code, reason };
+    else this.#closeClient(code, reason);
+    // Wait (bounded) for both sides' replies: the client's ends in onclose, the backend's in #readBackend.
+    this.#graceTimer ??= setTimeout(() => this.#finish(), CLOSE_GRACE_MS);
+    return this.ended;
   }
 
   start(initial: Uint8Array): void {
@@ -142,6 +177,9 @@ class Relay {
     socket.binaryType = "arraybuffer";
     socket.onopen = () => {
       this.#readBackend(initial);
+      if (this.#closeOnOpen !== undefined) {
+        this.#closeClient(this.#closeOnOpen.code, this.#closeOnOpen.reason);
+      }
     };
     socket.onmessage = (event: MessageEvent) => {
       this.#lastActivity = performance.now();
@@ -165,7 +203,7 @@ class Relay {
       if (isSendableCloseCode(event.code) || event.code === 1005) {
         this.#sendCloseToBackend(event.code === 1005 ? undefined : event.code, event.reason);
         // Wait (bounded) for the backend's close reply, read by #readBackend.
-        this.#graceTimer = setTimeout(() => this.#finish(), CLOSE_GRACE_MS);
+        this.#graceTimer ??= setTimeout(() => this.#finish(), CLOSE_GRACE_MS);
       } else {
         this.#finish();
       }
@@ -210,7 +248,7 @@ class Relay {
     if (!this.#closeFromBackend && !this.#finished) {
       // The backend vanished without a close frame.
       this.#backendCode = 1006;
-      this.#reason = "backend";
+      if (this.#reason !== "closed") this.#reason = "backend";
       this.#closeClient(1011, "");
     }
     this.#finish();
@@ -336,13 +374,15 @@ class Relay {
     this.#finished = true;
     const state = this.#socket.readyState;
     if (state === WebSocket.CONNECTING || state === WebSocket.OPEN) this.#closeClient(1011, "");
-    this.#options.onClose?.({
+    const summary: RelaySummary = {
       messagesToBackend: this.#toBackend,
       messagesToClient: this.#toClient,
       clientCode: this.#clientCode,
       backendCode: this.#backendCode,
       reason: this.#reason,
-    });
+    };
+    this.#resolveEnded(summary);
+    this.#options.onClose?.(summary);
   }
 }
 

@@ -10,6 +10,7 @@ import {
   startProxy,
 } from "../../tests/support/proxy_harness.ts";
 import { headerValue, headerValues, latin1, RawConnection } from "../../tests/support/raw_http.ts";
+import { waitFor, within } from "../../tests/support/wait.ts";
 
 async function withProxy(
   fn: (backend: EchoBackend, proxy: ProxyHarness) => Promise<void>,
@@ -196,4 +197,73 @@ Deno.test("websocket relay closes both sides after the idle timeout, not before"
     await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
     strictEqual(backend.requests[0]?.wsClose?.code, 1001);
   }, { webSocketIdleTimeoutMs: 400 });
+});
+
+Deno.test("websocket relay counts +1 when it starts and -1 once when the client closes", async () => {
+  const deltas: number[] = [];
+  await withProxy(async (_backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    client.ws.send("ping");
+    strictEqual(await client.next(), "ping");
+    assertEquals(deltas, [1]);
+    client.ws.close(1000);
+    await client.closed;
+    await waitFor("the relay to end", () => deltas.length === 2);
+    assertEquals(deltas, [1, -1]);
+  }, { onWebSocket: (delta) => deltas.push(delta) });
+  // Nothing more after the proxy and its connections are gone.
+  assertEquals(deltas, [1, -1]);
+});
+
+Deno.test("websocket relay counts -1 once when the backend drops the connection", async () => {
+  const deltas: number[] = [];
+  await withProxy(async (_backend, proxy) => {
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    client.ws.send("drop");
+    strictEqual((await client.closed).code, 1011);
+    await waitFor("the relay to end", () => deltas.length === 2);
+    assertEquals(deltas, [1, -1]);
+  }, { onWebSocket: (delta) => deltas.push(delta) });
+  assertEquals(deltas, [1, -1]);
+});
+
+Deno.test("closeWebSockets() closes the client with 1001 and sends the backend a close frame", async () => {
+  const deltas: number[] = [];
+  await withProxy(async (backend, proxy) => {
+    const clients = [
+      connect(`ws://127.0.0.1:${proxy.port}/ws`),
+      connect(`ws://127.0.0.1:${proxy.port}/ws`),
+    ];
+    for (const client of clients) {
+      await client.opened;
+      client.ws.send("ready");
+      strictEqual(await client.next(), "ready");
+    }
+    await within(5_000, "closeWebSockets()", proxy.handler.closeWebSockets());
+    // Every relay has ended when it resolves.
+    assertEquals(deltas, [1, 1, -1, -1]);
+    for (const client of clients) {
+      const event = await within(5_000, "the client's close event", client.closed);
+      assertEquals([event.code, event.reason], [1001, "Going away"]);
+    }
+    await backend.waitFor(() => backend.requests.every((r) => r.wsClose !== undefined));
+    assertEquals(
+      backend.requests.map((r) => r.wsClose),
+      [{ code: 1001, reason: "Going away" }, { code: 1001, reason: "Going away" }],
+    );
+  }, { onWebSocket: (delta) => deltas.push(delta) });
+});
+
+Deno.test("closeWebSockets() also closes a relay that starts afterwards", async () => {
+  await withProxy(async (backend, proxy) => {
+    await proxy.handler.closeWebSockets(4000, "Draining");
+    const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
+    await client.opened;
+    const event = await within(5_000, "the client's close event", client.closed);
+    assertEquals([event.code, event.reason], [4000, "Draining"]);
+    await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
+    assertEquals(backend.requests[0]?.wsClose, { code: 4000, reason: "Draining" });
+  });
 });

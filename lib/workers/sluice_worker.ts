@@ -60,23 +60,11 @@ export function compileSluiceSnapshot(data: SluiceSnapshotData, version: number)
  * line, plus whether to write access logs.
  */
 export type SluiceHandlerOptions =
-  & Omit<ProxyHandlerOptions, "snapshot" | "logger" | "onAccess" | "pool" | "newRequestId">
+  & Omit<
+    ProxyHandlerOptions,
+    "snapshot" | "logger" | "onAccess" | "onWebSocket" | "pool" | "newRequestId"
+  >
   & { readonly accessLog?: boolean };
-
-/** An access-log entry with the matched rule's host and backend key, when the handler reports them. */
-type RoutedAccessLogEntry = AccessLogEntry & {
-  readonly ruleHost?: string;
-  readonly backend?: string;
-};
-
-/**
- * Hooks the worker hands the proxy handler beyond `ProxyHandlerOptions`,
- * honoured once the proxy offers them: `onWebSocket(+1)` when a relay starts
- * and `onWebSocket(-1)` when it has closed.
- */
-interface ProxyHooks {
-  readonly onWebSocket?: (delta: 1 | -1) => void;
-}
 
 /** One access-log record's fields (JSON keys of the line). */
 export function accessLogFields(entry: AccessLogEntry): AccessRecord {
@@ -98,17 +86,19 @@ export function accessLogFields(entry: AccessLogEntry): AccessRecord {
   };
 }
 
-/** Counts one finished request in the worker's metrics. */
-export function observeRequest(metrics: DataPlaneMetrics, accessEntry: AccessLogEntry): void {
-  const entry = accessEntry as RoutedAccessLogEntry;
+/**
+ * Counts one finished request in the worker's metrics. The `host` label is
+ * the matched rule's host, never the client's `Host` (unbounded cardinality).
+ */
+export function observeRequest(metrics: DataPlaneMetrics, entry: AccessLogEntry): void {
   metrics.request({
     ingress: entry.ingress ?? "",
-    host: entry.ruleHost ?? "",
+    host: entry.ruleHost,
     method: entry.method,
     status: entry.status,
     durationSeconds: entry.durationMs / 1000,
   });
-  const backend = entry.backend ?? entry.service;
+  const backend = entry.backend;
   if (backend === undefined) return;
   // Every attempt but the last failed to connect and was retried.
   for (let i = 1; i < entry.attempts; i++) {
@@ -127,7 +117,7 @@ if ("WorkerGlobalScope" in globalThis) {
     createHandler: ({ snapshot, handlerOptions, logger }) => {
       const { accessLog = true, ...proxyOptions } = (handlerOptions ?? {}) as SluiceHandlerOptions;
       const writer = accessLog ? new AccessLogWriter() : undefined;
-      const options: ProxyHandlerOptions & ProxyHooks = {
+      const options: ProxyHandlerOptions = {
         ...proxyOptions,
         snapshot,
         logger,
@@ -138,14 +128,14 @@ if ("WorkerGlobalScope" in globalThis) {
         onWebSocket: (delta) => metrics.websocket(delta),
       };
       const handler = createProxyHandler(options);
-      const close = handler.close;
       return Object.assign(
         (req: Request, info: Parameters<typeof handler>[1]) => handler(req, info),
         {
           close() {
-            close();
+            handler.close();
             writer?.close();
           },
+          closeWebSockets: () => handler.closeWebSockets(),
         },
       );
     },

@@ -28,20 +28,32 @@ export interface WorkerScope {
   close(): void;
 }
 
+/**
+ * The request handler a worker entry makes, with its optional lifetime hooks:
+ * `closeWebSockets()` is called as soon as the listeners stopped accepting at
+ * shutdown (it closes long-lived streams such as WebSockets, with 1001, so
+ * they do not hold the drain until its timeout) and should resolve, bounded,
+ * when they have ended; `close()` is called after the listeners shut down.
+ */
+export type WorkerHandler = RequestHandler & {
+  close?(): void;
+  closeWebSockets?(): Promise<void>;
+};
+
 /** Options of {@linkcode runWorker}. */
 export interface WorkerRuntimeOptions<D> {
   /** Compiles a posted snapshot input; throws when it is unusable (the last good one keeps serving). */
   compile(data: D, version: number): Snapshot;
   /**
    * Makes the request handler; it reads `snapshot()` once per request.
-   * `handlerOptions` is `WorkerConfig.handlerOptions`. A `close()`
-   * method on the handler, if any, is called after the listeners shut down.
+   * `handlerOptions` is `WorkerConfig.handlerOptions`. See
+   * {@linkcode WorkerHandler} for when its hooks are called.
    */
   createHandler(options: {
     readonly snapshot: () => Snapshot;
     readonly handlerOptions: unknown;
     readonly logger: Logger;
-  }): RequestHandler & { close?: () => void };
+  }): WorkerHandler;
   /** Called with `+1`/`-1` as client connections open and close (where the listener can tell). */
   onConnection?(listener: "http" | "https", delta: 1 | -1): void;
   /** Answers a `collect` request with plain data (the worker's metrics). */
@@ -53,7 +65,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   let worker = -1;
   let current: Snapshot | undefined;
   let https: HttpsListener | undefined;
-  let handler: (RequestHandler & { close?: () => void }) | undefined;
+  let handler: WorkerHandler | undefined;
   const listeners: Listener[] = [];
   const snapshot = (): Snapshot => {
     if (current === undefined) throw new Error("Cannot serve: no snapshot installed yet");
@@ -127,7 +139,14 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   };
 
   const stop = async (timeoutMs: number): Promise<void> => {
-    const results = await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs })));
+    // Stop accepting first, then close WebSockets (1001) at once rather than
+    // letting them hold the drain. (Deno 2.9.6's own graceful shutdown also
+    // closes upgraded WebSockets, "Server shutting down"; this does not rely on it,
+    // and makes the relays send the backend its close frame.) Bounded: 5 s per relay.
+    const drained = Promise.all(listeners.map((l) => l.shutdown({ timeoutMs })));
+    const closed = closeWebSockets();
+    const results = await drained;
+    await closed;
     handler?.close?.();
     scope.postMessage({
       type: "stopped",
@@ -137,6 +156,14 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
     });
     scope.onmessage = null;
     scope.close();
+  };
+
+  const closeWebSockets = async (): Promise<void> => {
+    try {
+      await handler?.closeWebSockets?.();
+    } catch (error) {
+      logger().warn("Cannot close WebSockets: {error}", { error: String(error) });
+    }
   };
 
   let queue = Promise.resolve();
