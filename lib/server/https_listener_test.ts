@@ -1,10 +1,14 @@
-import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertRejects,
+  assertStringIncludes,
+} from "../../tests/support/assert.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../workers/stub_snapshot.ts";
-import { ACCEPT_SETTLE_TICKS, QUEUE_EMPTY, queueEmpty } from "./_generation.ts";
-import { httpsGet, tlsHandshake } from "./_test_client.ts";
+import { closeCode, httpsGet, tlsHandshake, wssConnect } from "./_test_client.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 import type { ConnectionInfo, RequestHandler } from "./listener.ts";
 
@@ -149,7 +153,9 @@ Deno.test("listenHttps() opens a new generation after maxServerNames distinct na
   });
 });
 
-Deno.test("a connection accepted before a rotation still serves its first request", async () => {
+Deno.test("a connection that sent no request before its generation is retired is closed unanswered", async () => {
+  // The price of serving WebSockets on Deno 2.9.6 (see _generation.ts): pinned here so that a
+  // Deno that keeps such connections open shows up, and rotation can be made lossless again.
   const cell = tableCell(certA);
   await withListener({ table: cell.get }, async (listener, port) => {
     const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
@@ -157,13 +163,17 @@ Deno.test("a connection accepted before a rotation still serves its first reques
     await conn.handshake();
     cell.set(certA2);
     assert(listener.refresh());
-    // Once the old generation no longer accepts, use the connection it accepted.
     await within(5_000, "the old listener to close", listener.settled());
     await serves(port, "a.test", certA2);
-    await conn.write(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
-    const text = await within(5_000, "the response", new Response(conn.readable).text());
-    assert(text.startsWith("HTTP/1.1 200"), text);
-    assert(text.endsWith("ok"), text);
+    let answer: string;
+    try {
+      await conn.write(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
+      answer = await within(5_000, "the end of the connection", new Response(conn.readable).text());
+    } catch (error) {
+      conn.close();
+      answer = `${(error as Error).name}`;
+    }
+    assert(!answer.startsWith("HTTP/1.1"), `the old generation answered: "${answer.slice(0, 40)}"`);
   });
 });
 
@@ -226,9 +236,10 @@ Deno.test("shutdown() returns at the deadline with a request in flight, and fini
   await within(5_000, "the listener to finish", listener.finished);
 });
 
-Deno.test("renewing the certificate under load fails no request", async () => {
+Deno.test("renewing the certificate under load fails only requests whose connection the old generation had not read, each before any response byte", async () => {
   const cell = tableCell(certA);
   const renewals = [certA2, certA3, certA4];
+  const concurrency = 16;
   await withListener({ table: cell.get }, async (listener, port) => {
     const client = new Deno.Command(Deno.execPath(), {
       args: [
@@ -245,13 +256,19 @@ Deno.test("renewing the certificate under load fails no request", async () => {
       port,
       serverName: "a.test",
       caCerts: [certA, ...renewals].map((c) => c.certPem),
-      concurrency: 16,
+      concurrency,
       requests: 1_200,
       progressEvery: 100,
     })));
     await writer.close();
     let result:
-      | { ok: number; failed: number; resets: number; errors: Record<string, number> }
+      | {
+        ok: number;
+        failed: number;
+        resets: number;
+        unanswered: number;
+        errors: Record<string, number>;
+      }
       | undefined;
     const lines = client.stdout.pipeThrough(new TextDecoderStream()).pipeThrough(lineSplitter());
     for await (const line of lines) {
@@ -267,16 +284,118 @@ Deno.test("renewing the certificate under load fails no request", async () => {
     assertEquals((await client.status).code, 0);
     assertEquals(renewals.length, 0, "all three renewals happened under load");
     assert(result !== undefined);
-    const { resets, ...outcome } = result;
-    assertEquals(outcome, { ok: 1_200, failed: 0, errors: {} });
-    // A connection queued in the kernel on the old socket at the instant it closes is reset before
-    // any TLS byte (no request was sent; clients retry). The listener closes the socket right after
-    // finding the queue empty, so this is rare; net.ipv4.tcp_migrate_req=1 makes it impossible.
-    assert(resets <= 3, `${resets} connections reset by the kernel in 3 rotations`);
+    const { ok, failed, resets, unanswered } = result;
+    assertEquals(ok + failed, 1_200);
+    // Deno's graceful shutdown of the old generation (the only way to close a socket it serves)
+    // closes the connections that have not sent a complete request yet, mostly ones still in
+    // their TLS handshake: the client sees the connection end without a byte of response.
+    // Measured on Deno 2.9.6 with 16 clients: about 8 per rotation (15 without overlapMs).
+    // Nothing else may fail, and only connections open at a rotation can: at most one per client.
+    assertEquals(failed, unanswered, `only unanswered requests fail: ${JSON.stringify(result)}`);
+    assert(failed <= 3 * concurrency, `${failed} requests failed in 3 rotations`);
+    // A connection queued in the kernel on the old socket when it closes is reset before any TLS
+    // byte (no request was sent; clients retry). net.ipv4.tcp_migrate_req=1 makes it impossible.
+    // Measured: 0 to 3 in 3 rotations (Deno's accept loop drains the queue less eagerly than ours did).
+    assert(resets <= 6, `${resets} connections reset by the kernel in 3 rotations`);
     assertEquals(listener.stats.rotations, 3);
     await listener.settled();
     await serves(port, "a.test", certA4);
     await assertRejects(() => serves(port, "a.test", certA3), Error, "invalid peer certificate");
+  });
+});
+
+/** Echoes WebSocket messages; answers other requests with "ok". */
+const echoWebSocket: RequestHandler = (req) => {
+  if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("ok");
+  const { socket, response } = Deno.upgradeWebSocket(req);
+  socket.onmessage = (event) => {
+    if (event.data === "close") socket.close(4001, "asked to");
+    else socket.send(event.data);
+  };
+  return response;
+};
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+Deno.test("a WebSocket through the HTTPS listener relays messages both ways and its close code", async () => {
+  await withListener({ handler: echoWebSocket }, async (_listener, port) => {
+    const ws = await wssConnect(port, "/ws", { serverName: "a.test", caCerts: [certA.certPem] });
+    try {
+      assertStringIncludes(ws.head.toLowerCase(), "upgrade: websocket");
+      for (let i = 0; i < 5; i++) {
+        const text = `message ${i} ${"x".repeat(i * 100)}`;
+        await ws.send(1, encoder.encode(text));
+        const frame = await within(5_000, `echo ${i}`, ws.receive());
+        assertEquals([frame?.opcode, decoder.decode(frame?.payload)], [1, text]);
+      }
+      const binary = new Uint8Array([0, 1, 2, 255]);
+      await ws.send(2, binary);
+      const echoed = await within(5_000, "the binary echo", ws.receive());
+      assertEquals([echoed?.opcode, [...echoed!.payload]], [2, [0, 1, 2, 255]]);
+      // The server closes with its own code; the client answers with the same close frame.
+      await ws.send(1, encoder.encode("close"));
+      const close = await within(5_000, "the close frame", ws.receive());
+      assertEquals([close?.opcode, closeCode(close!)], [8, 4001]);
+      assertEquals(decoder.decode(close!.payload.subarray(2)), "asked to");
+      await ws.send(8, close!.payload);
+      assertEquals(await within(5_000, "the end of the connection", ws.receive()), null);
+    } finally {
+      ws.close();
+    }
+  });
+});
+
+Deno.test("a WebSocket closed by the client reports its close code to the server", async () => {
+  const closed = Promise.withResolvers<number>();
+  const handler: RequestHandler = (req) => {
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    socket.onmessage = (event) => socket.send(event.data);
+    socket.onclose = (event) => closed.resolve(event.code);
+    return response;
+  };
+  await withListener({ handler }, async (_listener, port) => {
+    const ws = await wssConnect(port, "/", { serverName: "a.test", caCerts: [certA.certPem] });
+    try {
+      await ws.send(1, encoder.encode("ping"));
+      assertEquals(
+        decoder.decode((await within(5_000, "the echo", ws.receive()))?.payload),
+        "ping",
+      );
+      await ws.send(8, new Uint8Array([0x0f, 0xa2])); // 4002
+      assertEquals(await within(5_000, "the server's close event", closed.promise), 4002);
+      const answer = await within(5_000, "the close answer", ws.receive());
+      assertEquals([answer?.opcode, closeCode(answer!)], [8, 4002]);
+    } finally {
+      ws.close();
+    }
+  });
+});
+
+Deno.test("a rotation closes the old generation's WebSockets with a close frame; new ones open on the new generation", async () => {
+  const cell = tableCell(certA);
+  await withListener({ handler: echoWebSocket, table: cell.get }, async (listener, port) => {
+    const options = { serverName: "a.test", caCerts: [certA.certPem, certA2.certPem] };
+    const old = await wssConnect(port, "/", options);
+    try {
+      cell.set(certA2);
+      assert(listener.refresh());
+      // Deno 2.9.6 closes a server's WebSockets when it shuts down (code 1001, going away).
+      const frame = await within(5_000, "the old WebSocket's close frame", old.receive());
+      assertEquals(frame?.opcode, 8);
+      assertEquals(closeCode(frame!), 1001);
+      await listener.settled();
+      const fresh = await wssConnect(port, "/", { ...options, caCerts: [certA2.certPem] });
+      try {
+        await fresh.send(1, encoder.encode("again"));
+        const echo = await within(5_000, "the echo", fresh.receive());
+        assertEquals(decoder.decode(echo?.payload), "again");
+      } finally {
+        fresh.close();
+      }
+    } finally {
+      old.close();
+    }
   });
 });
 
@@ -294,29 +413,3 @@ function lineSplitter(): TransformStream<string, string> {
     },
   });
 }
-
-Deno.test("Deno's TLS accept() settles within ACCEPT_SETTLE_TICKS microtasks when a connection is queued", async () => {
-  // The listener closes a replaced socket right after an accept() that found the kernel's queue
-  // empty; it tells an empty queue by accept() not settling within a few microtasks.
-  const listener = Deno.listenTls({
-    hostname: "127.0.0.1",
-    port: 0,
-    cert: certA.certPem,
-    key: certA.keyPem,
-  });
-  const client = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
-  try {
-    const queued = await Promise.race([listener.accept(), queueEmpty()]);
-    assert(
-      queued !== QUEUE_EMPTY,
-      `Deno ${Deno.version.deno}: accept() of a queued connection took over ${ACCEPT_SETTLE_TICKS} microtasks`,
-    );
-    queued.close();
-    const next = listener.accept();
-    assertEquals(await Promise.race([next, queueEmpty()]), QUEUE_EMPTY);
-    listener.close();
-    await assertRejects(() => next);
-  } finally {
-    client.close();
-  }
-});

@@ -37,8 +37,8 @@ export interface ShutdownResult {
   /** Every connection closed before the deadline. */
   readonly graceful: boolean;
   /**
-   * Connections still open at the deadline, each finishing an in-flight
-   * request (Deno 2.9.6 cannot cut them safely: the process exiting does).
+   * Requests still in flight at the deadline, each holding its connection
+   * open (Deno 2.9.6 cannot cut them safely: the process exiting does).
    * Absent where the listener cannot count them (`Deno.serve` does not say).
    */
   readonly openConnections?: number;

@@ -16,6 +16,9 @@
  *   the same for one accepted connection, so the caller owns the accept loop
  *   and can stop accepting without closing connections that have not sent
  *   their first request yet (Deno's graceful shutdown of a listener does).
+ *   But on Deno 2.9.6 its server ends when a connection is upgraded, and
+ *   closes the WebSocket right after the 101: Sluice serves HTTPS with
+ *   `serveHttpOnListener`, and keeps this one for the test that pins it.
  *
  * Caveats, measured on Deno 2.9.6 (see `shared/DENO-FACTS.md` 14-17):
  * - Deno caches the resolver's answer per server name for the listener's
@@ -26,6 +29,8 @@
  * - A new rustls `ServerConfig` is built per handshake, so TLS session
  *   resumption does not work and handshakes cost more CPU than with a static
  *   certificate.
+ * - A WebSocket made with `Deno.upgradeWebSocket` lives only as long as the
+ *   server that served its upgrade: `shutdown()` closes it (code 1001).
  * - Aborting the `signal` given to either serve function after the server
  *   began a graceful `shutdown()`, or after the connection ended on its own,
  *   throws `BadResource` from inside Deno (an uncaught error: the process

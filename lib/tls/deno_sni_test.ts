@@ -7,7 +7,7 @@
  * @module
  */
 import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
-import { httpsGet, tlsHandshake } from "../server/_test_client.ts";
+import { closeCode, httpsGet, tlsHandshake, wssConnect } from "../server/_test_client.ts";
 import {
   checkSniSupport,
   listenTlsWithSni,
@@ -173,4 +173,57 @@ Deno.test("serveHttpOnConnection() serves one accepted TLS connection until shut
   assertEquals([response.status, response.body], [200, "/one"]);
   await server.shutdown();
   await server.finished;
+});
+
+/** Upgrades to a WebSocket that echoes; other requests get "ok". */
+function echoWebSocket(req: Request): Response {
+  if (req.headers.get("upgrade") !== "websocket") return new Response("ok");
+  const { socket, response } = Deno.upgradeWebSocket(req);
+  socket.onmessage = (event) => socket.send(event.data);
+  return response;
+}
+
+Deno.test("serveHttpOnListener() keeps a WebSocket open until shutdown(), which closes it with 1001", async () => {
+  const listener = listenTlsWithSni({ hostname: "127.0.0.1", port: 0, resolve: () => pair(certA) });
+  const server = serveHttpOnListener(listener, echoWebSocket);
+  const ws = await wssConnect(listener.addr.port, "/", {
+    serverName: "a.test",
+    caCerts: [certA.certPem],
+  });
+  try {
+    for (const text of ["one", "two"]) {
+      await ws.send(1, new TextEncoder().encode(text));
+      const frame = await ws.receive();
+      assertEquals([frame?.opcode, new TextDecoder().decode(frame?.payload)], [1, text]);
+    }
+    // The HTTPS listener's rotation relies on this: shutting a generation down closes its WebSockets.
+    const stopped = server.shutdown();
+    const close = await ws.receive();
+    assertEquals([close?.opcode, close && closeCode(close)], [8, 1001]);
+    await stopped;
+  } finally {
+    ws.close();
+  }
+});
+
+Deno.test("serveHttpOnConnection() closes an upgraded WebSocket right after the 101 (why Sluice does not use it)", async () => {
+  // If this fails, a Deno upgrade made per-connection serving keep WebSockets: the HTTPS listener
+  // can then go back to its own accept loop and rotate without closing unanswered connections.
+  const listener = listenTlsWithSni({ hostname: "127.0.0.1", port: 0, resolve: () => pair(certA) });
+  const opening = wssConnect(listener.addr.port, "/", {
+    serverName: "a.test",
+    caCerts: [certA.certPem],
+  });
+  const conn = await listener.accept();
+  listener.close();
+  const server = serveHttpOnConnection(conn, echoWebSocket);
+  const ws = await opening;
+  try {
+    assertEquals(ws.head.split("\r\n")[0], "HTTP/1.1 101 Switching Protocols");
+    const frame = await ws.receive();
+    assertEquals(frame?.opcode, 8, "the server closes the WebSocket at once");
+    await server.finished;
+  } finally {
+    ws.close();
+  }
 });

@@ -108,11 +108,8 @@ class RawWebSocket {
 // On Deno 2.9.6 a listener's graceful shutdown already closes the WebSockets it upgraded (1001,
 // "Server shutting down"), and the worker calls `closeWebSockets()` (1001 "Going away") right after:
 // whichever frame goes first, the client sees 1001, the backend a close frame, and the drain ends.
-// The https case is ignored for now: in the current tree the HTTPS listener closes an upgraded
-// WebSocket right after the 101 (the client gets a close frame carrying 1005), see the report.
 for (const listener of ["http", "https"] as const) {
   Deno.test({
-    ignore: listener === "https",
     name:
       `a worker's shutdown closes WebSockets on the ${listener} listener with 1001 and stops gracefully`,
     fn: async () => {

@@ -3,13 +3,15 @@
  * `requests` HTTPS requests, `concurrency` at a time, each over a fresh TLS
  * connection (a full handshake), and reports what happened. Reads its
  * options as JSON on standard input; prints `progress N` lines as requests
- * complete, then one JSON line `{ "ok", "failed", "resets", "errors" }`.
+ * complete, then one JSON line `{ "ok", "failed", "resets", "unanswered", "errors" }`.
  *
  * `resets` counts connections the kernel reset before the server sent a
  * single TLS byte (a listening socket closed with the connection still in
  * its queue): no request was sent on them, and the client retries at once,
  * as browsers do. Any other error, and any reset after the handshake, counts
- * as a failed request.
+ * as a failed request. `unanswered` counts the failed requests whose
+ * connection ended, after the handshake, without a single response byte
+ * (also in `errors`); they are not retried.
  *
  * @module
  */
@@ -31,6 +33,7 @@ let started = 0;
 let ok = 0;
 let failed = 0;
 let resets = 0;
+let unanswered = 0;
 const errors: Record<string, number> = {};
 
 /** Connects and completes the TLS handshake; `undefined` when the kernel reset the connection first. */
@@ -59,6 +62,7 @@ async function send(): Promise<void> {
   }
   await conn.write(request);
   const text = await new Response(conn.readable).text();
+  if (text === "") unanswered++;
   if (!text.startsWith("HTTP/1.1 200 ")) {
     throw new Error(`Unexpected response "${text.slice(0, 40)}"`);
   }
@@ -83,4 +87,6 @@ async function worker(): Promise<void> {
 }
 
 await Promise.all(Array.from({ length: options.concurrency }, worker));
-await Deno.stdout.write(encoder.encode(JSON.stringify({ ok, failed, resets, errors }) + "\n"));
+await Deno.stdout.write(
+  encoder.encode(JSON.stringify({ ok, failed, resets, unanswered, errors }) + "\n"),
+);
