@@ -64,7 +64,7 @@ export class DataPlaneMetrics {
   readonly #duration: Histogram<"ingress" | "host">;
   readonly #connectErrors: Counter<"backend">;
   readonly #retries: Counter<"backend">;
-  readonly #connections: Gauge<"listener">;
+  readonly #activeRequests: Gauge<"listener">;
   readonly #websockets: Gauge;
 
   constructor(registry: Registry = new Registry()) {
@@ -95,9 +95,10 @@ export class DataPlaneMetrics {
       labelNames: ["backend"],
       registers,
     });
-    this.#connections = new Gauge({
-      name: "sluice_active_connections",
-      help: "Open client connections, by listener (https; the http listener cannot count them)",
+    this.#activeRequests = new Gauge({
+      name: "sluice_active_requests",
+      help:
+        "Requests being answered (until the response, or its stream, has been sent), by listener",
       labelNames: ["listener"],
       registers,
     });
@@ -123,9 +124,9 @@ export class DataPlaneMetrics {
     this.#retries.inc({ backend });
   }
 
-  /** `+1` when a connection opens, `-1` when it closes. */
-  connection(listener: "http" | "https", delta: 1 | -1): void {
-    this.#connections.inc({ listener }, delta);
+  /** `+1` when a request arrives, `-1` once its response has been sent. */
+  activeRequest(listener: "http" | "https", delta: 1 | -1): void {
+    this.#activeRequests.inc({ listener }, delta);
   }
 
   /** `+1` when a relay starts, `-1` when it ends. */

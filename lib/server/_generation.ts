@@ -73,7 +73,12 @@ export class Generation {
       };
       // Settles when the response was sent (or the upgrade done), or failed to be.
       info.completed.then(done, done);
-      const connection: ConnectionInfo = { remoteAddr: info.remoteAddr, secure: true, localPort };
+      const connection: ConnectionInfo = {
+        remoteAddr: info.remoteAddr,
+        secure: true,
+        localPort,
+        completed: info.completed,
+      };
       return handler(req, connection);
     };
     this.#server = serveHttpOnListener(options.listener, serve, { onError: options.onError });

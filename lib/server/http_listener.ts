@@ -57,7 +57,12 @@ class HttpListener implements Listener {
       onError: options.onError ?? internalServerError,
       onListen: () => {},
     }, (req, info) => {
-      const connection: ConnectionInfo = { remoteAddr: info.remoteAddr, secure: false, localPort };
+      const connection: ConnectionInfo = {
+        remoteAddr: info.remoteAddr,
+        secure: false,
+        localPort,
+        completed: info.completed,
+      };
       return handler(req, connection);
     });
     this.addr = this.#server.addr;

@@ -76,12 +76,6 @@ export interface HttpsListenerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Default: the `server` component logger. */
   readonly logger?: Logger;
-  /**
-   * Never called: Deno's accept loop, which WebSockets need, does not tell
-   * when a connection opens or closes. Kept so that existing callers still
-   * type-check; {@linkcode HttpsListener.stats} counts requests in flight.
-   */
-  readonly onConnection?: (delta: 1 | -1) => void;
 }
 
 /** Counters of {@linkcode HttpsListener.stats}. */

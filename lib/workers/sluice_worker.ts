@@ -139,7 +139,7 @@ if ("WorkerGlobalScope" in globalThis) {
         },
       );
     },
-    onConnection: (listener, delta) => metrics.connection(listener, delta),
+    onRequest: (listener, delta) => metrics.activeRequest(listener, delta),
     collect: () => snapshotMetrics(metrics.registry),
   });
 }

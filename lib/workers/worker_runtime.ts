@@ -54,8 +54,8 @@ export interface WorkerRuntimeOptions<D> {
     readonly handlerOptions: unknown;
     readonly logger: Logger;
   }): WorkerHandler;
-  /** Called with `+1`/`-1` as client connections open and close (where the listener can tell). */
-  onConnection?(listener: "http" | "https", delta: 1 | -1): void;
+  /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
+  onRequest?(listener: "http" | "https", delta: 1 | -1): void;
   /** Answers a `collect` request with plain data (the worker's metrics). */
   collect?(): unknown | Promise<unknown>;
 }
@@ -110,15 +110,35 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       logger: componentLogger("proxy").with({ worker }),
     });
     const hostname = config.hostname ?? "0.0.0.0";
+    // Requests in flight per listener: counted from arrival until the response has been sent.
+    const counted = (listener: "http" | "https", serve: RequestHandler): RequestHandler => {
+      const onRequest = options.onRequest;
+      if (onRequest === undefined) return serve;
+      return (req, info) => {
+        onRequest(listener, 1);
+        let open = true;
+        const done = () => {
+          if (open) onRequest(listener, -1);
+          open = false;
+        };
+        if (info.completed === undefined) queueMicrotask(done);
+        else info.completed.then(done, done);
+        return serve(req, info);
+      };
+    };
     let httpPort: number | null = null;
     let httpsPort: number | null = null;
     if (config.httpPort !== null) {
-      const http = listenHttp(handler, { hostname, port: config.httpPort, reusePort: true });
+      const http = listenHttp(counted("http", handler), {
+        hostname,
+        port: config.httpPort,
+        reusePort: true,
+      });
       listeners.push(http);
       httpPort = http.addr.port;
     }
     if (config.httpsPort !== null) {
-      https = listenHttps(handler, {
+      https = listenHttps(counted("https", handler), {
         hostname,
         port: config.httpsPort,
         certificates: () => snapshot().certificates,
@@ -127,9 +147,6 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           ? {}
           : { firstRequestGraceMs: config.firstRequestGraceMs }),
         logger: logger(),
-        ...(options.onConnection
-          ? { onConnection: (delta: 1 | -1) => options.onConnection!("https", delta) }
-          : {}),
       });
       listeners.push(https);
       httpsPort = https.addr.port;

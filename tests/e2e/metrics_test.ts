@@ -117,24 +117,30 @@ spec:
     // Round-robin over a dead and a live endpoint: some attempts fail to connect and are retried.
     for (let i = 0; i < 4; i++) assertEquals(await get("flaky.test"), 200);
 
-    // An HTTPS connection held open (idle after one request), served the host's certificate.
+    // An HTTPS request held in flight (the backend answers after a delay), over the host's certificate.
     const tcp = await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort });
     idle = await Deno.startTls(tcp, { hostname: "shop.example.com", caCerts: [SHOP_CERT] });
-    await idle.write(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: shop.example.com\r\n\r\n"));
-    const head = new Uint8Array(4096);
-    const n = await idle.read(head);
-    assertMatch(new TextDecoder().decode(head.subarray(0, n ?? 0)), /^HTTP\/1\.1 200/);
+    await idle.write(
+      new TextEncoder().encode("GET /?delay=4000 HTTP/1.1\r\nHost: shop.example.com\r\n\r\n"),
+    );
 
     const scrape = async () => {
       const r = await fetch(`http://127.0.0.1:${sluice.healthPort}/metrics`);
       assertMatch(r.headers.get("content-type") ?? "", /^text\/plain; version=0\.0\.4/);
       return await r.text();
     };
-    // Workers count after the response body ended: wait until all 15 are in.
+    // Workers count after the response body ended: wait until the 14 finished ones are in, and
+    // the slow HTTPS one is being answered.
     const text = await waitFor("every request to be counted", async () => {
       const t = await scrape();
-      return (sample(t, "sluice_requests_total") ?? 0) >= 15 ? t : undefined;
+      return (sample(t, "sluice_requests_total") ?? 0) >= 14 &&
+          sample(t, "sluice_active_requests", { listener: "https" }) === 1
+        ? t
+        : undefined;
     });
+    const head = new Uint8Array(4096);
+    const n = await idle.read(head);
+    assertMatch(new TextDecoder().decode(head.subarray(0, n ?? 0)), /^HTTP\/1\.1 200/);
 
     const shop = { ingress: "shop/web", host: /^(shop\.test)?$/ };
     assertEquals(
@@ -162,10 +168,11 @@ spec:
     assert(retries >= 1, `retries counted (${retries})`);
     assert(errors >= retries, `connect errors counted (${errors})`);
     assertEquals(
-      sample(text, "sluice_active_connections", { listener: "https" }),
+      sample(text, "sluice_active_requests", { listener: "https" }),
       1,
-      "the idle HTTPS connection is open",
+      "the slow HTTPS request is in flight",
     );
+    assertEquals(sample(text, "sluice_active_requests", { listener: "http" }), 0);
     assertEquals(sample(text, "sluice_active_websockets"), 0);
 
     assert((sample(text, "sluice_snapshot_builds_total", { result: "published" }) ?? 0) >= 1);
