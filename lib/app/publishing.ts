@@ -3,7 +3,12 @@
  * status for our class, and Events for the routing model's issues. Only the
  * leader writes; every replica serves traffic. Fed by the controller's store
  * after each publish and on a periodic resync (status-only changes made by
- * others do not trigger rebuilds).
+ * others do not trigger rebuilds), and, with `--publish-service`, whenever
+ * that Service changes (a new load-balancer address changes no route, so it
+ * triggers no publish).
+ *
+ * A replica that does not lead, or that has no address to publish, skips the
+ * status work (a pass over every Ingress) altogether.
  *
  * @module
  */
@@ -31,6 +36,8 @@ export interface PublishingOptions {
   readonly logger: Logger;
   /** How often status is re-checked without a rebuild. Default 60 s. */
   readonly resyncMs?: number;
+  /** How often the store's copy of the publish Service is checked for a change. Default 1 s. */
+  readonly publishServiceCheckMs?: number;
 }
 
 /** The running publishers. */
@@ -86,7 +93,11 @@ export function startPublishing(options: PublishingOptions): Publishing {
   });
 
   let lastIssues: Translation["issues"] = [];
+  // Without addresses there is nothing to write nor to clear (see `planStatus`).
+  const statusWanted = options.publishStatusAddresses.length > 0 ||
+    options.publishService !== undefined;
   const syncStatus = () => {
+    if (!statusWanted || !elector.isLeader()) return;
     const ingresses = store.list("Ingress") as Ingress[];
     const select = createClassSelector(store.list("IngressClass"), options.classes);
     const owned = new Set<string>();
@@ -107,8 +118,22 @@ export function startPublishing(options: PublishingOptions): Publishing {
     });
   };
 
+  // The publish Service's own changes matter to status only: follow its resourceVersion.
+  let publishServiceVersion: string | undefined;
+  const checkPublishService = () => {
+    if (options.publishService === undefined) return;
+    const service = store.get("Service", options.publishService);
+    const version = service === undefined ? "" : service.metadata?.resourceVersion ?? "?";
+    if (version === publishServiceVersion) return;
+    publishServiceVersion = version;
+    syncStatus();
+  };
+
   elector.start();
   const timer = setInterval(syncStatus, options.resyncMs ?? 60_000);
+  const serviceTimer = options.publishService === undefined
+    ? undefined
+    : setInterval(checkPublishService, options.publishServiceCheckMs ?? 1_000);
 
   return {
     elector,
@@ -119,6 +144,7 @@ export function startPublishing(options: PublishingOptions): Publishing {
     },
     async stop() {
       clearInterval(timer);
+      clearInterval(serviceTimer);
       await writer.close();
       await recorder.close();
       await elector.stop({ release: true });

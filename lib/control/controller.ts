@@ -257,6 +257,7 @@ export class Controller {
       this.#armExpiry(translation);
       return;
     }
+    const publishing = performance.now();
     try {
       await this.#options.publish(translation);
     } catch (error) {
@@ -270,11 +271,17 @@ export class Controller {
     this.#published = translation;
     this.#publishes++;
     this.#lastPublishTime = this.#now();
-    this.#logger.debug("Published {routes} routes, {issues} issues in {ms} ms", {
-      routes: translation.routes.length,
-      issues: translation.issues.length,
-      ms: Math.round((performance.now() - started) * 10) / 10,
-    });
+    const round = (ms: number) => Math.round(ms * 10) / 10;
+    this.#logger.debug(
+      "Published {routes} routes, {issues} issues in {ms} ms (translate {translateMs} ms, publish {publishMs} ms)",
+      {
+        routes: translation.routes.length,
+        issues: translation.issues.length,
+        ms: round(performance.now() - started),
+        translateMs: round(this.#lastTranslateMs ?? 0),
+        publishMs: round(performance.now() - publishing),
+      },
+    );
     this.#armExpiry(translation);
     if (!this.#isReady) {
       this.#isReady = true;

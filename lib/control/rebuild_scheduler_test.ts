@@ -36,15 +36,29 @@ Deno.test("RebuildScheduler coalesces changes that arrive together into one rebu
   await scheduler.stop();
 });
 
-Deno.test("RebuildScheduler holds a change off for 20 ms after a recent rebuild", async () => {
+Deno.test("RebuildScheduler holds a change after a recent rebuild off until 20 ms after that rebuild", async () => {
   const { timers, rebuilds, scheduler } = setup();
   scheduler.notify();
   await timers.advance(5);
   scheduler.notify(); // 5 ms after the last rebuild: inside the hold-off
+  await timers.advance(14);
+  assertEquals(rebuilds, [1_000]);
+  await timers.advance(1);
+  assertEquals(rebuilds, [1_000, 1_020]);
+  await scheduler.stop();
+});
+
+Deno.test("RebuildScheduler extends the hold-off for each further change while one waits", async () => {
+  const { timers, rebuilds, scheduler } = setup();
+  scheduler.notify();
+  await timers.advance(5);
+  scheduler.notify(); // due at 1,020
+  await timers.advance(10);
+  scheduler.notify(); // at 1,015: due 20 ms later
   await timers.advance(19);
   assertEquals(rebuilds, [1_000]);
   await timers.advance(1);
-  assertEquals(rebuilds, [1_000, 1_025]);
+  assertEquals(rebuilds, [1_000, 1_035]);
   await scheduler.stop();
 });
 

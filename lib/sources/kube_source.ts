@@ -4,9 +4,11 @@
  * `--watch-namespace a,b`, one per namespace for each namespaced kind.
  * Secrets are listed with the field selector `type=kubernetes.io/tls`.
  *
- * When namespaces are limited, the `--default-ssl-certificate` Secret and the
- * `--default-backend-service` Service (with its EndpointSlices) may live
- * elsewhere: each gets a reflector pinned to just that object.
+ * When namespaces are limited, the `--default-ssl-certificate` Secret, the
+ * `--default-backend-service` Service (with its EndpointSlices) and the
+ * `--publish-service` Service may live elsewhere: each gets a reflector
+ * pinned to just that object, whose lists replace only that object in the
+ * store (never the rest of its namespace).
  *
  * Owns which reflectors exist and where their events go. Knows nothing about
  * what the objects mean.
@@ -30,6 +32,7 @@ import {
   SERVICES,
 } from "../k8s/resources.ts";
 import type { Kind } from "../store/matters.ts";
+import { SERVICE_NAME_LABEL } from "../translate/cluster_index.ts";
 import { parseObjectRefOption } from "../translate/option_refs.ts";
 import type { KubeSourceStatus, ObjectSource, StoreWriter } from "./source.ts";
 
@@ -44,6 +47,8 @@ export interface ReflectorPlan {
   readonly namespace?: string;
   readonly fieldSelector?: string;
   readonly labelSelector?: string;
+  /** For a pinned reflector: what its lists cover (the pinned name or label). */
+  readonly pinned?: { readonly name?: string; readonly labels?: Readonly<Record<string, string>> };
 }
 
 /** Options of {@linkcode planReflectors}. */
@@ -52,6 +57,8 @@ export interface PlanOptions {
   readonly watchNamespaces?: readonly string[] | undefined;
   readonly defaultSslCertificate?: string | undefined;
   readonly defaultBackendService?: string | undefined;
+  /** `--publish-service`: its addresses go into Ingress status. */
+  readonly publishService?: string | undefined;
 }
 
 const NAMESPACED: readonly [Kind, Resource, string | undefined][] = [
@@ -87,25 +94,39 @@ export function planReflectors(options: PlanOptions = {}): ReflectorPlan[] {
       resource: SECRETS,
       namespace: secret.namespace,
       fieldSelector: `${TLS_SECRET_SELECTOR},metadata.name=${secret.name}`,
+      pinned: { name: secret.name },
     });
   }
-  const service = options.defaultBackendService === undefined
-    ? undefined
-    : parseObjectRefOption(options.defaultBackendService, { allowPort: true });
-  if (service !== undefined && !namespaces.includes(service.namespace)) {
+  const pinService = (ref: { namespace: string; name: string }) => {
+    const already = plans.some((p) =>
+      p.kind === "Service" && p.namespace === ref.namespace && p.pinned?.name === ref.name
+    );
+    if (already || namespaces.includes(ref.namespace)) return false;
     plans.push({
       kind: "Service",
       resource: SERVICES,
-      namespace: service.namespace,
-      fieldSelector: `metadata.name=${service.name}`,
+      namespace: ref.namespace,
+      fieldSelector: `metadata.name=${ref.name}`,
+      pinned: { name: ref.name },
     });
+    return true;
+  };
+  const service = options.defaultBackendService === undefined
+    ? undefined
+    : parseObjectRefOption(options.defaultBackendService, { allowPort: true });
+  if (service !== undefined && pinService(service)) {
     plans.push({
       kind: "EndpointSlice",
       resource: ENDPOINT_SLICES,
       namespace: service.namespace,
-      labelSelector: `kubernetes.io/service-name=${service.name}`,
+      labelSelector: `${SERVICE_NAME_LABEL}=${service.name}`,
+      pinned: { labels: { [SERVICE_NAME_LABEL]: service.name } },
     });
   }
+  const published = options.publishService === undefined
+    ? undefined
+    : parseObjectRefOption(options.publishService);
+  if (published !== undefined) pinService(published);
   return plans;
 }
 
@@ -168,7 +189,7 @@ export class KubeSource implements ObjectSource {
       const deliver = (event: ReflectorEvent<KubeObject>) => {
         switch (event.type) {
           case "replace":
-            writer.replace(plan.kind, event.items, { namespace: event.namespace });
+            writer.replace(plan.kind, event.items, { namespace: event.namespace, ...plan.pinned });
             break;
           case "upsert":
             writer.upsert(plan.kind, event.object);

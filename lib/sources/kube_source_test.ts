@@ -1,5 +1,8 @@
 import { assertEquals } from "../../tests/support/assert.ts";
-import { planReflectors } from "./kube_source.ts";
+import { getLogger } from "@logtape/logtape";
+import type { ListPage, WatchItem, WatchOptions } from "../k8s/kube_client.ts";
+import type { Resource } from "../k8s/resources.ts";
+import { KubeSource, planReflectors } from "./kube_source.ts";
 
 const describe = (options: Parameters<typeof planReflectors>[0]) =>
   planReflectors(options).map((p) =>
@@ -50,4 +53,68 @@ Deno.test("planReflectors() pins the default certificate and backend when their 
   );
   // All namespaces: nothing extra either.
   assertEquals(describe({ defaultBackendService: "sluice/fallback" }).length, 5);
+});
+
+Deno.test("planReflectors() pins the publish Service once, even when it is also the default backend", () => {
+  assertEquals(
+    describe({ watchNamespaces: ["shop"], publishService: "sluice/sluice-lb" }).slice(5),
+    ["Service sluice metadata.name=sluice-lb"],
+  );
+  assertEquals(
+    describe({
+      watchNamespaces: ["shop"],
+      defaultBackendService: "sluice/fallback",
+      publishService: "sluice/fallback",
+    }).slice(5),
+    [
+      "Service sluice metadata.name=fallback",
+      "EndpointSlice sluice  kubernetes.io/service-name=fallback",
+    ],
+  );
+  assertEquals(describe({ watchNamespaces: ["sluice"], publishService: "sluice/lb" }).length, 5);
+});
+
+Deno.test("KubeSource replaces only the pinned object when a pinned reflector lists", async () => {
+  const lists: { kind: string; scope: unknown }[] = [];
+  const empty: ListPage<never> = { resourceVersion: "7", continue: "", items: [] };
+  const source = new KubeSource({
+    client: {
+      list: <T>() => Promise.resolve(empty as unknown as ListPage<T>),
+      // deno-lint-ignore require-yield
+      watch: async function* <T>(_r: Resource, options?: WatchOptions) {
+        await new Promise((resolve) => options?.signal?.addEventListener("abort", resolve));
+        return undefined as unknown as WatchItem<T>;
+      },
+    },
+    logger: getLogger(["sluice-test"]),
+    watchNamespaces: ["shop"],
+    defaultBackendService: "sluice/fallback",
+    publishService: "sluice/lb",
+  });
+  source.start({
+    replace: (kind, _items, scope) => {
+      lists.push({ kind, scope });
+      return { matters: false, reason: "unchanged" };
+    },
+    upsert: () => ({ matters: false, reason: "unchanged" }),
+    delete: () => ({ matters: false, reason: "unchanged" }),
+  });
+  try {
+    await source.synced;
+    const pinned = lists.filter((l) => (l.scope as { namespace?: string }).namespace === "sluice");
+    assertEquals(pinned.map((l) => [l.kind, l.scope]).sort(), [
+      ["EndpointSlice", {
+        namespace: "sluice",
+        labels: { "kubernetes.io/service-name": "fallback" },
+      }],
+      ["Service", { namespace: "sluice", name: "fallback" }],
+      ["Service", { namespace: "sluice", name: "lb" }],
+    ]);
+    assertEquals(
+      lists.filter((l) => l.kind === "Ingress").map((l) => l.scope),
+      [{ namespace: "shop" }],
+    );
+  } finally {
+    await source.stop();
+  }
 });

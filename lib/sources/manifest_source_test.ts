@@ -226,12 +226,20 @@ Deno.test("ManifestSource loads the example manifests without a problem", async 
     translation.routes.map((r) => `${r.host}${r.path} ${r.pathType} ${r.backend}`),
     [
       "*.apps.localhost/ Prefix demo/apps:80",
+      "down.localhost/ Prefix demo/maintenance:80",
       "secure.localhost/ Prefix demo/web:http",
       "shop.localhost/ Prefix demo/web:http",
       "shop.localhost/api/health Exact demo/api:http",
     ],
   );
-  assert(translation.backends.every((b) => b.endpoints.length === 1));
-  // Only the Secret the demo generates is missing.
-  assertEquals(translation.issues.map((i) => `${i.namespace}/${i.name}`), ["demo/secure"]);
+  // Every Service has its one loopback endpoint but "maintenance", which shows a 503.
+  assertEquals(
+    translation.backends.filter((b) => b.endpoints.length !== 1).map((b) => b.key),
+    ["demo/maintenance:80"],
+  );
+  // Issues: that Service's missing endpoints, and the Secret the demo generates.
+  assertEquals(translation.issues.map((i) => `${i.namespace}/${i.name}`), [
+    "demo/down",
+    "demo/secure",
+  ]);
 });

@@ -42,9 +42,32 @@ export interface ObjectStoreOptions extends ClassSelectionOptions {
   readonly defaultBackendService?: string | undefined;
 }
 
-/** Where a list applies: one namespace, or all of them when `namespace` is absent. */
+/**
+ * Where a list applies: one namespace, or all of them when `namespace` is
+ * absent; narrowed further, for a list read with a selector that pins one
+ * object, to objects of that `name` and carrying those `labels`. Objects
+ * outside the scope are left alone (another list covers them).
+ */
 export interface ReplaceScope {
   readonly namespace?: string | undefined;
+  /** Only the object of this name (a `metadata.name=` field selector). */
+  readonly name?: string | undefined;
+  /** Only objects carrying every one of these labels (an equality label selector). */
+  readonly labels?: Readonly<Record<string, string>> | undefined;
+}
+
+function inScope(object: KubeObject, scope: ReplaceScope, namespaced: boolean): boolean {
+  const metadata = object.metadata;
+  if (namespaced && scope.namespace !== undefined && metadata?.namespace !== scope.namespace) {
+    return false;
+  }
+  if (scope.name !== undefined && metadata?.name !== scope.name) return false;
+  if (scope.labels !== undefined) {
+    for (const [key, value] of Object.entries(scope.labels)) {
+      if (metadata?.labels?.[key] !== value) return false;
+    }
+  }
+  return true;
 }
 
 /** Counts of verdicts, by reason. */
@@ -191,17 +214,18 @@ export class ObjectStore {
 
   /**
    * Replaces every object of `kind` within `scope` by `items`: objects of that
-   * scope missing from `items` are deleted, objects of other namespaces are
-   * left alone. Returns the first change that matters, else `unchanged`.
+   * scope missing from `items` are deleted, objects outside it (other
+   * namespaces, other names or labels) are left alone, and so are items
+   * outside it. Returns the first change that matters, else `unchanged`.
    */
   replace(kind: Kind, items: Iterable<KubeObject>, scope: ReplaceScope = {}): Change {
-    const namespace = kind === "IngressClass" ? undefined : scope.namespace;
+    const namespaced = kind !== "IngressClass";
     const map = this.#objects.get(kind)!;
     const fresh = new Map<string, KubeObject>();
     for (const item of items) {
       const key = storeKey(kind, item);
       if (key === undefined) continue;
-      if (namespace !== undefined && item.metadata?.namespace !== namespace) continue;
+      if (!inScope(item, scope, namespaced)) continue;
       fresh.set(key, item);
     }
     let result: Change | undefined;
@@ -211,7 +235,7 @@ export class ObjectStore {
     };
     for (const [key, object] of [...map]) {
       if (fresh.has(key)) continue;
-      if (namespace !== undefined && object.metadata?.namespace !== namespace) continue;
+      if (!inScope(object, scope, namespaced)) continue;
       note(this.#remove(kind, key));
     }
     for (const [key, object] of fresh) note(this.#set(kind, key, object));

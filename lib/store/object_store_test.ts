@@ -70,6 +70,31 @@ Deno.test("ObjectStore.replace() in one namespace leaves other namespaces alone 
   assertEquals(store.list("Ingress").map((i) => i.metadata?.name).sort(), ["three"]);
 });
 
+Deno.test("ObjectStore.replace() pinned to a name or labels leaves the rest of the namespace alone", () => {
+  const store = new ObjectStore();
+  store.replace("Service", [service("ops", "lb"), service("ops", "fallback")], {
+    namespace: "ops",
+  });
+  // A reflector pinned to ops/fallback lists it again (gone): only it goes.
+  store.replace("Service", [], { namespace: "ops", name: "fallback" });
+  assertEquals(store.list("Service").map((s) => s.metadata?.name), ["lb"]);
+  // Another pinned list brings back its own object, and ignores items outside its pin.
+  store.replace("Service", [service("ops", "fallback"), service("ops", "stray")], {
+    namespace: "ops",
+    name: "fallback",
+  });
+  assertEquals(store.list("Service").map((s) => s.metadata?.name).sort(), ["fallback", "lb"]);
+
+  store.replace("EndpointSlice", [slice("ops", "lb-1", "lb"), slice("ops", "fb-1", "fallback")], {
+    namespace: "ops",
+  });
+  store.replace("EndpointSlice", [], {
+    namespace: "ops",
+    labels: { "kubernetes.io/service-name": "fallback" },
+  });
+  assertEquals(store.list("EndpointSlice").map((s) => s.metadata?.name), ["lb-1"]);
+});
+
 Deno.test("ObjectStore.replace() over all namespaces removes objects of every namespace", () => {
   const store = new ObjectStore();
   store.replace("Service", [service("a", "x"), service("b", "y")]);

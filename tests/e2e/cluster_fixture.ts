@@ -1,0 +1,512 @@
+/**
+ * What the end-to-end tests share: the controller's identity in a cluster
+ * (the shipped RBAC, a ServiceAccount token, a kubeconfig file that carries
+ * only that token), object builders, a Sluice process started against a
+ * cluster, and clients that ask Sluice for a host over HTTP and HTTPS (with
+ * SNI and a trusted certificate).
+ *
+ * Works against any cluster given by a kubeconfig path, so the tests that
+ * stop and restart their own apiserver, and the change-latency benchmark
+ * (`tests/bench/change_latency_bench.ts`), use it too. Knows nothing about Sluice's internals: it talks to the process over
+ * its ports and to the apiserver over its API.
+ *
+ * @module
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { stringify } from "yaml";
+import { join } from "node:path";
+import { type KubeAccess, loadKubeAccess } from "../../lib/k8s/kube_access.ts";
+import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
+import {
+  CLUSTER_ROLE_BINDINGS,
+  EVENTS,
+  INGRESS_CLASSES,
+  NAMESPACES,
+  SERVICE_ACCOUNTS,
+} from "../../lib/k8s/resources.ts";
+import { apply, readManifest } from "../support/manifests.ts";
+import { type SluiceProcess, spawnSluice } from "../support/sluice_process.ts";
+
+// ---------------------------------------------------------------------------
+// Cluster access and identity
+// ---------------------------------------------------------------------------
+
+/** An admin client of the cluster behind `kubeconfig`. */
+export async function adminOf(
+  kubeconfig: string,
+): Promise<{ client: KubeClient; access: KubeAccess }> {
+  const access = await loadKubeAccess({ kubeconfig });
+  return { client: new KubeClient(access), access };
+}
+
+/** Creates a namespace with a unique name starting with `prefix`. */
+export async function createNamespace(client: KubeClient, prefix: string): Promise<string> {
+  const name = `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
+  await client.create(NAMESPACES, {}, { apiVersion: "v1", kind: "Namespace", metadata: { name } });
+  return name;
+}
+
+/** The controller as deployed: a kubeconfig file holding only its ServiceAccount's token. */
+export interface ControllerCredentials {
+  /** A kubeconfig file for `--kubeconfig`. */
+  readonly kubeconfig: string;
+  readonly token: string;
+  /** Removes the cluster-wide binding and the kubeconfig file. */
+  cleanup(): Promise<void>;
+}
+
+/**
+ * Creates ServiceAccount `sluice` in `ns`, binds it to the ClusterRole and the
+ * leader-election Role exactly as shipped in `manifests/` (the Role and its
+ * binding in `ns`, so the Lease lives there), requests a token, and writes a
+ * kubeconfig for it next to nothing else (a new temporary directory).
+ */
+export async function controllerCredentials(
+  admin: KubeClient,
+  options: { adminKubeconfig: string; namespace: string },
+): Promise<ControllerCredentials> {
+  const ns = options.namespace;
+  await admin.create(SERVICE_ACCOUNTS, { namespace: ns }, {
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name: "sluice" },
+  });
+  const [clusterRole] = await readManifest("cluster_role.yaml");
+  const [role] = await readManifest("role.yaml");
+  const [roleBinding] = await readManifest("role_binding.yaml");
+  if (clusterRole === undefined || role === undefined || roleBinding === undefined) {
+    throw new Error("Cannot read the shipped RBAC manifests");
+  }
+  await apply(admin, clusterRole);
+  const bindingName = `sluice-${ns}`;
+  await admin.create(CLUSTER_ROLE_BINDINGS, {}, {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: bindingName },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "sluice" },
+    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
+  });
+  await apply(admin, role, { namespace: ns });
+  await apply(admin, {
+    ...roleBinding,
+    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
+  }, { namespace: ns });
+  const request = await admin.create<{ status: { token: string } }>(
+    SERVICE_ACCOUNTS,
+    { namespace: ns, name: "sluice", subresource: "token" },
+    {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec: { expirationSeconds: 3600 },
+    },
+  );
+  const token = request.status.token;
+  const source = new KubeConfig();
+  source.loadFromFile(options.adminKubeconfig);
+  const cluster = source.getCurrentCluster();
+  if (cluster === null) {
+    throw new Error(`The kubeconfig "${options.adminKubeconfig}" has no cluster`);
+  }
+  const caData = cluster.caData ??
+    (cluster.caFile ? btoa(await Deno.readTextFile(cluster.caFile)) : undefined);
+  const dir = await Deno.makeTempDir({ prefix: "sluice-e2e-kubeconfig-" });
+  const kubeconfig = join(dir, "kubeconfig");
+  await Deno.writeTextFile(
+    kubeconfig,
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{
+        name: "e2e",
+        cluster: {
+          server: cluster.server,
+          ...(caData !== undefined ? { "certificate-authority-data": caData } : {}),
+        },
+      }],
+      users: [{ name: "sluice", user: { token } }],
+      contexts: [{ name: "e2e", context: { cluster: "e2e", user: "sluice", namespace: ns } }],
+      "current-context": "e2e",
+    }),
+    { mode: 0o600 },
+  );
+  return {
+    kubeconfig,
+    token,
+    async cleanup() {
+      await admin.delete(CLUSTER_ROLE_BINDINGS, { name: bindingName }).catch(() => {});
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Objects
+// ---------------------------------------------------------------------------
+
+/** An IngressClass for `controller`. */
+export function ingressClass(name: string, controller: string): KubeObject {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "IngressClass",
+    metadata: { name },
+    spec: { controller },
+  } as KubeObject;
+}
+
+/** One path of an Ingress rule. */
+export interface PathSpec {
+  readonly path: string;
+  readonly pathType?: "Exact" | "Prefix" | "ImplementationSpecific";
+  readonly service: string;
+  /** A port number, or a port name. Default 80. */
+  readonly port?: number | string;
+}
+
+/** One rule of an Ingress. */
+export interface RuleSpec {
+  readonly host?: string;
+  readonly paths: readonly PathSpec[];
+}
+
+/** An Ingress of class `className`. */
+export function ingress(
+  name: string,
+  options: {
+    className: string;
+    rules: readonly RuleSpec[];
+    tls?: readonly { hosts: readonly string[]; secretName: string }[];
+  },
+): KubeObject {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
+    metadata: { name },
+    spec: {
+      ingressClassName: options.className,
+      ...(options.tls !== undefined
+        ? { tls: options.tls.map((t) => ({ hosts: [...t.hosts], secretName: t.secretName })) }
+        : {}),
+      rules: options.rules.map((rule) => ({
+        ...(rule.host !== undefined ? { host: rule.host } : {}),
+        http: {
+          paths: rule.paths.map((p) => ({
+            path: p.path,
+            pathType: p.pathType ?? "Prefix",
+            backend: {
+              service: {
+                name: p.service,
+                port: typeof p.port === "string" ? { name: p.port } : { number: p.port ?? 80 },
+              },
+            },
+          })),
+        },
+      })),
+    },
+  } as KubeObject;
+}
+
+/** A ClusterIP Service with one port `http` (80 → `targetPort`). */
+export function service(name: string, targetPort: number): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name },
+    spec: { ports: [{ name: "http", port: 80, targetPort, protocol: "TCP" }] },
+  } as KubeObject;
+}
+
+/** An EndpointSlice of Service `serviceName` with ready endpoints at `addresses`:`port`. */
+export function endpointSlice(
+  name: string,
+  options: { service: string; addresses: readonly string[]; port: number },
+): KubeObject {
+  return {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      name,
+      labels: {
+        "kubernetes.io/service-name": options.service,
+        "endpointslice.kubernetes.io/managed-by": "sluice-e2e-tests",
+      },
+    },
+    addressType: "IPv4",
+    ports: [{ name: "http", port: options.port, protocol: "TCP" }],
+    endpoints: options.addresses.map((address) => ({
+      addresses: [address],
+      conditions: { ready: true },
+    })),
+  } as KubeObject;
+}
+
+/** A `kubernetes.io/tls` Secret (data base64-encoded, as the API stores it). */
+export function tlsSecret(name: string, certPem: string, keyPem: string): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name },
+    type: "kubernetes.io/tls",
+    data: { "tls.crt": base64(certPem), "tls.key": base64(keyPem) },
+  } as KubeObject;
+}
+
+function base64(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+/** Applies (server-side) a cluster-scoped IngressClass; returns a function deleting it. */
+export async function applyIngressClass(
+  admin: KubeClient,
+  name: string,
+  controller: string,
+): Promise<() => Promise<void>> {
+  await apply(admin, ingressClass(name, controller));
+  return async () => {
+    await admin.delete(INGRESS_CLASSES, { name }).catch(() => {});
+  };
+}
+
+/** A core v1 Event as listed. */
+export interface CoreEvent extends KubeObject {
+  readonly type: string;
+  readonly reason: string;
+  readonly message: string;
+  readonly count?: number;
+  readonly involvedObject: { kind: string; name: string; namespace?: string };
+}
+
+/** The Events in `ns` about `kind` `name`. */
+export async function eventsFor(
+  client: KubeClient,
+  ns: string,
+  kind: string,
+  name: string,
+): Promise<CoreEvent[]> {
+  const list = await client.listAll<CoreEvent>(EVENTS, { namespace: ns });
+  return list.items.filter((e) => e.involvedObject.kind === kind && e.involvedObject.name === name);
+}
+
+// ---------------------------------------------------------------------------
+// Sluice against a cluster
+// ---------------------------------------------------------------------------
+
+/** Options of {@linkcode startController}. */
+export interface ControllerOptions {
+  readonly credentials: ControllerCredentials;
+  /** IngressClass `spec.controller` this Sluice owns (a unique one per test). */
+  readonly controllerName: string;
+  /** Namespace of the leader-election Lease (where the shipped Role is bound). */
+  readonly electionNamespace: string;
+  readonly extraArgs?: readonly string[];
+  readonly podName?: string;
+  /** `--workers`; default 1 (the tests' machines are small); `"default"` leaves Sluice's own. */
+  readonly workers?: number | "default";
+}
+
+/** Starts Sluice as a process against the cluster, as the controller's ServiceAccount. */
+export async function startController(options: ControllerOptions): Promise<SluiceProcess> {
+  return await spawnSluice([
+    `--kubeconfig=${options.credentials.kubeconfig}`,
+    `--controller-name=${options.controllerName}`,
+    `--election-namespace=${options.electionNamespace}`,
+    ...(options.workers === "default" ? [] : [`--workers=${options.workers ?? 1}`]),
+    "--shutdown-delay=0s",
+    "--shutdown-timeout=2s",
+    "--access-log=false",
+    ...(options.extraArgs ?? []),
+  ], { env: { POD_NAME: options.podName ?? "sluice-e2e-0" } });
+}
+
+/** A process that ended is a crash: fails with its last log lines. */
+export function assertRunning(sluice: SluiceProcess, exited: { code?: number }): void {
+  if (exited.code !== undefined) {
+    throw new Error(
+      `Sluice exited with ${exited.code}:\n${sluice.logs.slice(-30).join("\n")}`,
+    );
+  }
+}
+
+/** Tracks whether a process exited (for {@linkcode assertRunning}). */
+export function watchExit(sluice: SluiceProcess): { code?: number } {
+  const state: { code?: number } = {};
+  void sluice.exited.then((code) => state.code = code);
+  return state;
+}
+
+/** The log records whose message includes `text`. */
+export function logsWith(sluice: SluiceProcess, text: string): Record<string, unknown>[] {
+  return sluice.records().filter((r) => String(r.message ?? "").includes(text));
+}
+
+// ---------------------------------------------------------------------------
+// Asking Sluice
+// ---------------------------------------------------------------------------
+
+/** What an echo backend answered through Sluice (or Sluice itself). */
+export interface Answer {
+  readonly status: number;
+  /** The backend's `pod`, when a backend answered. */
+  readonly pod: string | undefined;
+  readonly service: string | undefined;
+  readonly location: string | null;
+  readonly body: string;
+}
+
+/** An HTTP client that may set `Host` (Deno replaces it otherwise); close it after the test. */
+export class HostClient {
+  readonly #client = Deno.createHttpClient({ allowHost: true });
+
+  /** `GET http://127.0.0.1:<port><path>` with `Host: host`, never following redirects. */
+  async get(port: number, host: string, path = "/", timeoutMs = 5_000): Promise<Answer> {
+    const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+      headers: { host },
+      client: this.#client,
+      redirect: "manual",
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    return await answer(response);
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+async function answer(response: Response): Promise<Answer> {
+  const body = await response.text();
+  let pod: string | undefined;
+  let service: string | undefined;
+  if ((response.headers.get("content-type") ?? "").includes("json")) {
+    try {
+      const json = JSON.parse(body) as { pod?: string; service?: string };
+      pod = json.pod;
+      service = json.service;
+    } catch {
+      // Not an echo answer.
+    }
+  }
+  return {
+    status: response.status,
+    pod,
+    service,
+    location: response.headers.get("location"),
+    body,
+  };
+}
+
+/**
+ * `GET path` over TLS to `127.0.0.1:<port>` with SNI `serverName`, trusting
+ * only `caCerts`: it fails (rejects) unless Sluice serves a certificate that
+ * chains to one of them and covers `serverName`.
+ */
+export async function tlsGet(
+  port: number,
+  serverName: string,
+  options: { caCerts: readonly string[]; path?: string },
+): Promise<Answer> {
+  const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
+  let conn: Deno.TlsConn;
+  try {
+    conn = await Deno.startTls(tcp, {
+      hostname: serverName,
+      caCerts: [...options.caCerts],
+      alpnProtocols: ["http/1.1"],
+    });
+  } catch (error) {
+    try {
+      tcp.close();
+    } catch {
+      // Taken over by startTls.
+    }
+    throw error;
+  }
+  let text: string;
+  try {
+    await conn.handshake();
+    await conn.write(
+      new TextEncoder().encode(
+        `GET ${options.path ?? "/"} HTTP/1.1\r\nHost: ${serverName}\r\nConnection: close\r\n\r\n`,
+      ),
+    );
+    text = await new Response(conn.readable).text();
+  } catch (error) {
+    try {
+      conn.close();
+    } catch {
+      // Already closed.
+    }
+    throw error;
+  }
+  const end = text.indexOf("\r\n\r\n");
+  const head = end < 0 ? text : text.slice(0, end);
+  const statusText = /^HTTP\/1\.1 (\d{3})/.exec(head)?.[1];
+  if (statusText === undefined) {
+    throw new Error(
+      `Cannot read an HTTP response over TLS from port ${port} for "${serverName}": got ${
+        JSON.stringify(text.slice(0, 80))
+      }`,
+    );
+  }
+  const status = Number(statusText);
+  let body = end < 0 ? "" : text.slice(end + 4);
+  if (/\r\ntransfer-encoding: *chunked/i.test(head)) body = dechunk(body);
+  const headers = new Headers();
+  for (const line of head.split("\r\n").slice(1)) {
+    const colon = line.indexOf(":");
+    if (colon > 0) headers.append(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return await answer(new Response(status === 204 ? null : body, { status, headers }));
+}
+
+function dechunk(body: string): string {
+  let out = "";
+  let at = 0;
+  for (;;) {
+    const eol = body.indexOf("\r\n", at);
+    if (eol < 0) return out;
+    const size = parseInt(body.slice(at, eol), 16);
+    if (!(size > 0)) return out;
+    out += body.slice(eol + 2, eol + 2 + size);
+    at = eol + 2 + size + 2;
+  }
+}
+
+/** Pods seen in `n` requests for `host` `path`. */
+export async function podsSeen(
+  client: HostClient,
+  port: number,
+  host: string,
+  options: { path?: string; n: number },
+): Promise<Set<string | undefined>> {
+  const pods = new Set<string | undefined>();
+  for (let i = 0; i < options.n; i++) {
+    pods.add((await client.get(port, host, options.path ?? "/")).pod);
+  }
+  return pods;
+}
+
+/**
+ * Runs `body`; when it fails, the error carries the last log lines of each
+ * process, so a failure in CI says what Sluice was doing.
+ */
+export async function withLogsOnFailure<T>(
+  processes: () => Iterable<readonly [string, SluiceProcess]>,
+  body: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    const parts = [...processes()].map(([name, p]) =>
+      `--- ${name} (pid ${p.pid}), last log lines:\n${p.logs.slice(-25).join("\n")}`
+    );
+    const message = error instanceof Error ? error.message : String(error);
+    throw new Error(`${message}\n${parts.join("\n")}`, { cause: error });
+  }
+}

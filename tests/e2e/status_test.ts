@@ -1,0 +1,112 @@
+/**
+ * Ingress status from `--publish-service`, end to end: Sluice writes the
+ * Service's cluster IP, follows the Service when it gets a load-balancer
+ * address (a change that alters no route, so no rebuild announces it), and
+ * clears the status of an Ingress that leaves its class.
+ *
+ * Run: SLUICE_TEST_SKIP_STATIC=1 tools/deno task test tests/e2e/status_test.ts
+ *
+ * @module
+ */
+import { assert, assertEquals } from "../support/assert.ts";
+import { adminClient, testKubeconfig } from "../support/kube.ts";
+import { apply } from "../support/manifests.ts";
+import { waitFor } from "../support/wait.ts";
+import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
+import type { Ingress, Service } from "../../lib/k8s/objects.ts";
+import { INGRESSES, SERVICES } from "../../lib/k8s/resources.ts";
+import {
+  applyIngressClass,
+  controllerCredentials,
+  createNamespace,
+  ingress,
+  service,
+  startController,
+  withLogsOnFailure,
+} from "./cluster_fixture.ts";
+
+async function statusOf(client: KubeClient, ns: string, name: string): Promise<string[]> {
+  const i = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
+  return (i.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname ?? "");
+}
+
+Deno.test("Ingress status follows the --publish-service Service, and is cleared when the Ingress leaves the class", async () => {
+  const admin = await adminClient();
+  const ns = await createNamespace(admin.client, "e2e-status");
+  const at = { namespace: ns };
+  const controllerName = `sluice.dev/${ns}`;
+  const dropClass = await applyIngressClass(admin.client, ns, controllerName);
+  const credentials = await controllerCredentials(admin.client, {
+    adminKubeconfig: testKubeconfig(),
+    namespace: ns,
+  });
+  try {
+    const lb = await admin.client.create<Service>(SERVICES, at, {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "sluice-lb" },
+      spec: { type: "LoadBalancer", ports: [{ name: "http", port: 80, targetPort: 8080 }] },
+    } as KubeObject);
+    const clusterIp = lb.spec?.clusterIP;
+    assert(typeof clusterIp === "string" && clusterIp !== "", "the apiserver assigns a cluster IP");
+    await apply(admin.client, service("web", 8080), at);
+    await apply(
+      admin.client,
+      ingress("web", {
+        className: ns,
+        rules: [{ host: "web.e2e.test", paths: [{ path: "/", service: "web" }] }],
+      }),
+      at,
+    );
+    const sluice = await startController({
+      credentials,
+      controllerName,
+      electionNamespace: ns,
+      extraArgs: [`--publish-service=${ns}/sluice-lb`],
+    });
+    try {
+      await withLogsOnFailure(() => [["sluice", sluice]], async () => {
+        await sluice.ready();
+        await waitFor(
+          "the cluster IP in the Ingress status",
+          async () => (await statusOf(admin.client, ns, "web")).join() === clusterIp,
+        );
+
+        // A load balancer appears: no route changes, yet the status follows within seconds.
+        await admin.client.patch(SERVICES, {
+          namespace: ns,
+          name: "sluice-lb",
+          subresource: "status",
+        }, {
+          status: { loadBalancer: { ingress: [{ ip: "192.0.2.50" }] } },
+        });
+        await waitFor(
+          "the load-balancer address in the Ingress status",
+          async () => (await statusOf(admin.client, ns, "web")).join() === "192.0.2.50",
+          { timeoutMs: 5_000 },
+        );
+
+        // The Ingress leaves our class: its status is cleared.
+        await apply(
+          admin.client,
+          ingress("web", {
+            className: "someone-else",
+            rules: [{ host: "web.e2e.test", paths: [{ path: "/", service: "web" }] }],
+          }),
+          at,
+        );
+        await waitFor(
+          "the status to be cleared",
+          async () => (await statusOf(admin.client, ns, "web")).length === 0,
+        );
+        assertEquals(await statusOf(admin.client, ns, "web"), []);
+      });
+    } finally {
+      await sluice.stop();
+    }
+  } finally {
+    await dropClass();
+    await credentials.cleanup();
+    admin.access.close();
+  }
+});
