@@ -113,6 +113,8 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
       ...(config.defaultBackendService
         ? { defaultBackendService: config.defaultBackendService }
         : {}),
+      // Watched on its own when --watch-namespace leaves its namespace out.
+      ...(config.publishService ? { publishService: config.publishService } : {}),
     });
   }
 

@@ -465,6 +465,11 @@ export class LeaderElector {
   #logFailure(error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
     const properties = { lease: this.lease, error: message };
+    // Losing a create or update race to another replica is how elections work, not a failure.
+    if (error instanceof KubeApiError && error.isConflict) {
+      this.#logger.debug("Lost a race for Lease {lease}: {error}", properties);
+      return;
+    }
     // Say it once per distinct failure, not every retry period.
     if (message !== this.#lastFailure) {
       this.#logger.warn("Cannot acquire or renew Lease {lease}: {error}", properties);
