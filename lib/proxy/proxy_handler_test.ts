@@ -19,7 +19,8 @@ import {
   RawConnection,
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
-import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
+import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
+import { type AccessLogEntry, createProxyHandler } from "./proxy_handler.ts";
 import { gunzipSync } from "node:zlib";
 
 const HOST = "shop.example.com";
@@ -688,3 +689,24 @@ async function waitUntil(predicate: () => boolean, timeoutMs = 5_000): Promise<v
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+Deno.test("proxy access entries name the URL's authority for HTTP/2 requests, which carry no Host", async () => {
+  const entries: AccessLogEntry[] = [];
+  const handler = createProxyHandler({
+    snapshot: () => staticSnapshot([{ host: HOST, endpoints: [], service: "shop/down" }]),
+    onAccess: (e) => entries.push(e),
+  });
+  try {
+    // A Request built from a URL alone has no Host field, as Deno hands over an h2 request.
+    const response = await handler(new Request(`https://${HOST}/status`), {
+      remoteAddr: { hostname: "127.0.0.1", port: 40000 },
+      secure: true,
+      localPort: 8443,
+    });
+    await response.body?.cancel();
+    strictEqual(response.status, 503);
+    assertEquals(entries.map((e) => [e.host, e.ruleHost, e.status]), [[HOST, HOST, 503]]);
+  } finally {
+    handler.close();
+  }
+});
