@@ -17,14 +17,9 @@ import { stringify } from "yaml";
 import { join } from "node:path";
 import { type KubeAccess, loadKubeAccess } from "../../lib/k8s/kube_access.ts";
 import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
-import {
-  CLUSTER_ROLE_BINDINGS,
-  EVENTS,
-  INGRESS_CLASSES,
-  NAMESPACES,
-  SERVICE_ACCOUNTS,
-} from "../../lib/k8s/resources.ts";
-import { apply, readManifest } from "../support/manifests.ts";
+import { EVENTS, INGRESS_CLASSES, NAMESPACES } from "../../lib/k8s/resources.ts";
+import { controllerToken } from "../support/controller_identity.ts";
+import { apply } from "../support/manifests.ts";
 import { type SluiceProcess, spawnSluice } from "../support/sluice_process.ts";
 
 // ---------------------------------------------------------------------------
@@ -66,41 +61,8 @@ export async function controllerCredentials(
   options: { adminKubeconfig: string; namespace: string },
 ): Promise<ControllerCredentials> {
   const ns = options.namespace;
-  await admin.create(SERVICE_ACCOUNTS, { namespace: ns }, {
-    apiVersion: "v1",
-    kind: "ServiceAccount",
-    metadata: { name: "sluice" },
-  });
-  const [clusterRole] = await readManifest("cluster_role.yaml");
-  const [role] = await readManifest("role.yaml");
-  const [roleBinding] = await readManifest("role_binding.yaml");
-  if (clusterRole === undefined || role === undefined || roleBinding === undefined) {
-    throw new Error("Cannot read the shipped RBAC manifests");
-  }
-  await apply(admin, clusterRole);
-  const bindingName = `sluice-${ns}`;
-  await admin.create(CLUSTER_ROLE_BINDINGS, {}, {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "ClusterRoleBinding",
-    metadata: { name: bindingName },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "sluice" },
-    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
-  });
-  await apply(admin, role, { namespace: ns });
-  await apply(admin, {
-    ...roleBinding,
-    subjects: [{ kind: "ServiceAccount", name: "sluice", namespace: ns }],
-  }, { namespace: ns });
-  const request = await admin.create<{ status: { token: string } }>(
-    SERVICE_ACCOUNTS,
-    { namespace: ns, name: "sluice", subresource: "token" },
-    {
-      apiVersion: "authentication.k8s.io/v1",
-      kind: "TokenRequest",
-      spec: { expirationSeconds: 3600 },
-    },
-  );
-  const token = request.status.token;
+  const granted = await controllerToken(admin, ns, { expirationSeconds: 3600 });
+  const token = granted.token;
   const source = new KubeConfig();
   source.loadFromFile(options.adminKubeconfig);
   const cluster = source.getCurrentCluster();
@@ -133,7 +95,7 @@ export async function controllerCredentials(
     kubeconfig,
     token,
     async cleanup() {
-      await admin.delete(CLUSTER_ROLE_BINDINGS, { name: bindingName }).catch(() => {});
+      await granted.cleanup();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     },
   };

@@ -20,11 +20,21 @@ export interface ControllerIdentity {
   cleanup(): Promise<void>;
 }
 
-/** Creates the ServiceAccount, applies the ClusterRole and Role exactly as shipped, binds them, and issues a token. */
-export async function controllerIdentity(
+/** A token of the controller's ServiceAccount; `cleanup()` removes the cluster-wide binding. */
+export interface ControllerToken {
+  readonly token: string;
+  cleanup(): Promise<void>;
+}
+
+/**
+ * Creates ServiceAccount `sluice` in `ns`, applies the ClusterRole and Role exactly as shipped,
+ * binds them to it (the Role and its binding in `ns`, so the Lease lives there), and issues a token.
+ */
+export async function controllerToken(
   admin: KubeClient,
   ns: string,
-): Promise<ControllerIdentity> {
+  options: { expirationSeconds?: number } = {},
+): Promise<ControllerToken> {
   await admin.create(SERVICE_ACCOUNTS, { namespace: ns }, {
     apiVersion: "v1",
     kind: "ServiceAccount",
@@ -54,18 +64,32 @@ export async function controllerIdentity(
     {
       apiVersion: "authentication.k8s.io/v1",
       kind: "TokenRequest",
-      spec: { expirationSeconds: 600 },
+      spec: { expirationSeconds: options.expirationSeconds ?? 600 },
     },
   );
   assert(request.status.token.length > 100, "a signed ServiceAccount token");
-  const { client, access } = await clientWithToken(request.status.token);
+  return {
+    token: request.status.token,
+    async cleanup() {
+      await admin.delete(CLUSTER_ROLE_BINDINGS, { name: bindingName }).catch(() => {});
+    },
+  };
+}
+
+/** {@linkcode controllerToken}, and a client that authenticates with it. */
+export async function controllerIdentity(
+  admin: KubeClient,
+  ns: string,
+): Promise<ControllerIdentity> {
+  const granted = await controllerToken(admin, ns);
+  const { client, access } = await clientWithToken(granted.token);
   return {
     client,
     access,
-    token: request.status.token,
+    token: granted.token,
     async cleanup() {
       access.close();
-      await admin.delete(CLUSTER_ROLE_BINDINGS, { name: bindingName });
+      await granted.cleanup();
     },
   };
 }
