@@ -13,19 +13,9 @@ import type { TranslateOptions } from "../translate/translation.ts";
 import { createReferenceMatcher } from "./reference_matcher.ts";
 import { compileRouteTable } from "./route_table.ts";
 import { type IngressSketch, type PathSketch, TEST_OPTIONS, worldOf } from "./_test_world.ts";
+import { seededRandom } from "../../tests/support/seeded_random.ts";
 
-/** xorshift32: small, fast, reproducible. */
-function random(seed: number): () => number {
-  let state = (seed * 2654435761) >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 0x1_0000_0000;
-  };
-}
+const random = seededRandom;
 
 const RULE_HOSTS = [
   "",

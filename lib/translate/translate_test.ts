@@ -10,6 +10,7 @@ import type { Ingress } from "../k8s/objects.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import { translate } from "./translate.ts";
 import type { ClusterObjects, InspectCertificate, TranslateOptions } from "./translation.ts";
+import { seededRandom } from "../../tests/support/seeded_random.ts";
 
 const NOW = Date.parse("2030-01-01T00:00:00Z");
 const NEVER: InspectCertificate = () => ({ ok: false, reason: "not in this test" });
@@ -48,17 +49,7 @@ const GOOD = {
   secrets: [],
 } satisfies ClusterObjects;
 
-function random(seed: number): () => number {
-  let state = (seed * 2654435761) >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 0x1_0000_0000;
-  };
-}
+const random = seededRandom;
 
 const KEYS = [
   "metadata",
