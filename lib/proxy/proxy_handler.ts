@@ -234,7 +234,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
 
     let hostHeader: string | undefined;
     // HTTP/2 requests carry no Host header: the access log then names the URL's authority.
-    let authority: string | undefined;
+    const parsed: { authority?: string } = {};
     let contentLengthText: string | undefined;
     let transferEncoding: string | undefined;
     let headerBytes = 0;
@@ -258,7 +258,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       onAccess({
         requestId: fields.requestId ?? "",
         method,
-        host: fields.host ?? hostHeader ?? authority ?? "",
+        host: fields.host ?? hostHeader ?? parsed.authority ?? "",
         ruleHost: fields.ruleHost ?? "",
         target: fields.target ?? "",
         secure,
@@ -285,7 +285,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       log(400, { error: "bad-request" });
       return plain(400);
     }
-    authority = where.authority;
+    parsed.authority = where.authority;
     if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== "chunked") {
       // Deno accepts "gzip, chunked" and strips only the chunking; we cannot forward that faithfully.
       log(501, { error: "bad-request", target: where.target });
