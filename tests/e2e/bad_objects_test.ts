@@ -9,7 +9,6 @@
  * @module
  */
 import { assertEquals } from "../support/assert.ts";
-import { adminClient, testKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { createTestHost } from "../support/netns.ts";
 import { waitFor } from "../support/wait.ts";
@@ -17,10 +16,8 @@ import type { KubeObject } from "../../lib/k8s/kube_client.ts";
 import { SECRETS } from "../../lib/k8s/resources.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import {
-  applyIngressClass,
   assertRunning,
-  controllerCredentials,
-  createNamespace,
+  e2eWorld,
   endpointSlice,
   eventsFor,
   HostClient,
@@ -36,15 +33,8 @@ import {
 const HUGE_RULES = 3_000;
 
 Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are reported as Warning Events", async () => {
-  const admin = await adminClient();
-  const ns = await createNamespace(admin.client, "e2e-bad");
-  const at = { namespace: ns };
-  const controllerName = `sluice.dev/${ns}`;
-  const dropClass = await applyIngressClass(admin.client, ns, controllerName);
-  const credentials = await controllerCredentials(admin.client, {
-    adminKubeconfig: testKubeconfig(),
-    namespace: ns,
-  });
+  const world = await e2eWorld("e2e-bad");
+  const { admin, ns, at, controllerName, credentials } = world;
   await using host = await createTestHost({ name: "pod-good" });
   using http = new HostClient();
   const good = await generateSelfSignedCertificate({ hostnames: ["good.e2e.test"] });
@@ -199,8 +189,6 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
       await sluice.stop();
     }
   } finally {
-    await dropClass();
-    await credentials.cleanup();
-    admin.access.close();
+    await world.close();
   }
 });

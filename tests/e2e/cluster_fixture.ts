@@ -17,8 +17,9 @@ import { stringify } from "yaml";
 import { join } from "node:path";
 import { type KubeAccess, loadKubeAccess } from "../../lib/k8s/kube_access.ts";
 import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
-import { EVENTS, INGRESS_CLASSES, NAMESPACES } from "../../lib/k8s/resources.ts";
+import { EVENTS, INGRESS_CLASSES } from "../../lib/k8s/resources.ts";
 import { controllerToken } from "../support/controller_identity.ts";
+import { adminClient, freshNamespace, testKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { type SluiceProcess, spawnSluice } from "../support/sluice_process.ts";
 
@@ -34,11 +35,43 @@ export async function adminOf(
   return { client: new KubeClient(access), access };
 }
 
-/** Creates a namespace with a unique name starting with `prefix`. */
-export async function createNamespace(client: KubeClient, prefix: string): Promise<string> {
-  const name = `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
-  await client.create(NAMESPACES, {}, { apiVersion: "v1", kind: "Namespace", metadata: { name } });
-  return name;
+/** One test's world: a fresh namespace, an IngressClass of its own, the controller's credentials. */
+export interface E2EWorld {
+  readonly admin: { readonly client: KubeClient; readonly access: KubeAccess };
+  readonly ns: string;
+  readonly at: { readonly namespace: string };
+  /** The IngressClass's name (the namespace's name). */
+  readonly className: string;
+  /** `spec.controller` of that class: give it to Sluice as `--controller-name`. */
+  readonly controllerName: string;
+  readonly credentials: ControllerCredentials;
+  /** Deletes the class and the controller's binding, and closes the admin client. */
+  close(): Promise<void>;
+}
+
+/** Sets up {@linkcode E2EWorld} for a test; namespaces start with `prefix`. */
+export async function e2eWorld(prefix: string): Promise<E2EWorld> {
+  const admin = await adminClient();
+  const ns = await freshNamespace(admin.client, prefix);
+  const controllerName = `sluice.dev/${ns}`;
+  const dropClass = await applyIngressClass(admin.client, ns, controllerName);
+  const credentials = await controllerCredentials(admin.client, {
+    adminKubeconfig: testKubeconfig(),
+    namespace: ns,
+  });
+  return {
+    admin,
+    ns,
+    at: { namespace: ns },
+    className: ns,
+    controllerName,
+    credentials,
+    async close() {
+      await dropClass();
+      await credentials.cleanup();
+      admin.access.close();
+    },
+  };
 }
 
 /** The controller as deployed: a kubeconfig file holding only its ServiceAccount's token. */

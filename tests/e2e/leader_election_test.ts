@@ -9,7 +9,6 @@
  * @module
  */
 import { assert, assertEquals } from "../support/assert.ts";
-import { adminClient, testKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { waitFor } from "../support/wait.ts";
 import type { KubeClient } from "../../lib/k8s/kube_client.ts";
@@ -17,9 +16,7 @@ import type { Ingress } from "../../lib/k8s/objects.ts";
 import { INGRESSES, LEASES } from "../../lib/k8s/resources.ts";
 import type { SluiceProcess } from "../support/sluice_process.ts";
 import {
-  applyIngressClass,
-  controllerCredentials,
-  createNamespace,
+  e2eWorld,
   HostClient,
   ingress,
   logsWith,
@@ -51,15 +48,8 @@ async function holder(client: KubeClient, ns: string, name: string): Promise<str
 }
 
 Deno.test("Only the leader replica writes Ingress status, and the other takes over within the lease duration when it is killed", async () => {
-  const admin = await adminClient();
-  const ns = await createNamespace(admin.client, "e2e-leader");
-  const at = { namespace: ns };
-  const controllerName = `sluice.dev/${ns}`;
-  const dropClass = await applyIngressClass(admin.client, ns, controllerName);
-  const credentials = await controllerCredentials(admin.client, {
-    adminKubeconfig: testKubeconfig(),
-    namespace: ns,
-  });
+  const world = await e2eWorld("e2e-leader");
+  const { admin, ns, at, controllerName, credentials } = world;
   using http = new HostClient();
   const replicas = new Map<string, { sluice: SluiceProcess; address: string }>();
   const logs = () => [...replicas].map(([pod, r]) => [pod, r.sluice] as const);
@@ -152,8 +142,6 @@ Deno.test("Only the leader replica writes Ingress status, and the other takes ov
     });
   } finally {
     await Promise.all([...replicas.values()].map((r) => r.sluice.stop()));
-    await dropClass();
-    await credentials.cleanup();
-    admin.access.close();
+    await world.close();
   }
 });

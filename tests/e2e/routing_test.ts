@@ -10,17 +10,14 @@
  * @module
  */
 import { assertEquals, assertRejects } from "../support/assert.ts";
-import { adminClient, testKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { createTestHost } from "../support/netns.ts";
 import { waitFor } from "../support/wait.ts";
 import { ENDPOINT_SLICES, INGRESSES, SERVICES } from "../../lib/k8s/resources.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import {
-  applyIngressClass,
   assertRunning,
-  controllerCredentials,
-  createNamespace,
+  e2eWorld,
   endpointSlice,
   HostClient,
   ingress,
@@ -33,29 +30,10 @@ import {
   withLogsOnFailure,
 } from "./cluster_fixture.ts";
 
-/** One test's world: a namespace, a class of its own, the controller's credentials. */
+/** One test's world, with the admin client at hand as `admin`. */
 async function world(prefix: string) {
-  const admin = await adminClient();
-  const ns = await createNamespace(admin.client, prefix);
-  const className = ns;
-  const controllerName = `sluice.dev/${ns}`;
-  const dropClass = await applyIngressClass(admin.client, className, controllerName);
-  const credentials = await controllerCredentials(admin.client, {
-    adminKubeconfig: testKubeconfig(),
-    namespace: ns,
-  });
-  return {
-    admin: admin.client,
-    ns,
-    className,
-    controllerName,
-    async close() {
-      await dropClass();
-      await credentials.cleanup();
-      admin.access.close();
-    },
-    credentials,
-  };
+  const w = await e2eWorld(prefix);
+  return { ...w, admin: w.admin.client };
 }
 
 Deno.test("Sluice routes by host and path as Ingresses, Services and EndpointSlices change", async () => {

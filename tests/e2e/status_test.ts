@@ -9,16 +9,13 @@
  * @module
  */
 import { assert, assertEquals } from "../support/assert.ts";
-import { adminClient, testKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { waitFor } from "../support/wait.ts";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
 import type { Ingress, Service } from "../../lib/k8s/objects.ts";
 import { INGRESSES, SERVICES } from "../../lib/k8s/resources.ts";
 import {
-  applyIngressClass,
-  controllerCredentials,
-  createNamespace,
+  e2eWorld,
   ingress,
   service,
   startController,
@@ -31,15 +28,8 @@ async function statusOf(client: KubeClient, ns: string, name: string): Promise<s
 }
 
 Deno.test("Ingress status follows the --publish-service Service, and is cleared when the Ingress leaves the class", async () => {
-  const admin = await adminClient();
-  const ns = await createNamespace(admin.client, "e2e-status");
-  const at = { namespace: ns };
-  const controllerName = `sluice.dev/${ns}`;
-  const dropClass = await applyIngressClass(admin.client, ns, controllerName);
-  const credentials = await controllerCredentials(admin.client, {
-    adminKubeconfig: testKubeconfig(),
-    namespace: ns,
-  });
+  const world = await e2eWorld("e2e-status");
+  const { admin, ns, at, controllerName, credentials } = world;
   try {
     const lb = await admin.client.create<Service>(SERVICES, at, {
       apiVersion: "v1",
@@ -105,8 +95,6 @@ Deno.test("Ingress status follows the --publish-service Service, and is cleared 
       await sluice.stop();
     }
   } finally {
-    await dropClass();
-    await credentials.cleanup();
-    admin.access.close();
+    await world.close();
   }
 });

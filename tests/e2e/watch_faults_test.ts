@@ -10,6 +10,7 @@
  * @module
  */
 import { assertEquals } from "../support/assert.ts";
+import { freshNamespace } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { createTestHost } from "../support/netns.ts";
 import { waitFor } from "../support/wait.ts";
@@ -19,7 +20,6 @@ import {
   applyIngressClass,
   assertRunning,
   controllerCredentials,
-  createNamespace,
   endpointSlice,
   HostClient,
   ingress,
@@ -39,7 +39,7 @@ Deno.test("Sluice keeps serving its last snapshot while the apiserver is down an
   await using host = await createTestHost({ name: "pod-web" });
   using http = new HostClient();
   try {
-    const ns = await createNamespace(admin.client, "e2e-faults");
+    const ns = await freshNamespace(admin.client, "e2e-faults");
     const at = { namespace: ns };
     const controllerName = `sluice.dev/${ns}`;
     await applyIngressClass(admin.client, ns, controllerName);
