@@ -36,13 +36,13 @@ import {
   adminOf,
   applyIngressClass,
   controllerCredentials,
-  createNamespace,
   endpointSlice,
   HostClient,
   ingress,
   service,
   startController,
 } from "../e2e/cluster_fixture.ts";
+import { freshNamespace } from "../support/kube.ts";
 
 const CLASS = "sluice";
 const CONTROLLER = "sluice.dev/ingress-controller";
@@ -158,7 +158,7 @@ async function main(): Promise<void> {
   using http = new HostClient();
   const rows: Row[] = [];
   try {
-    const ns = await createNamespace(admin.client, "bench");
+    const ns = await freshNamespace(admin.client, "bench");
     await applyIngressClass(admin.client, CLASS, CONTROLLER);
     const credentials = await controllerCredentials(admin.client, {
       adminKubeconfig: cluster.kubeconfig,
