@@ -8,10 +8,11 @@
  * `resets` counts connections the kernel reset before the server sent a
  * single TLS byte (a listening socket closed with the connection still in
  * its queue): no request was sent on them, and the client retries at once,
- * as browsers do. Any other error, and any reset after the handshake, counts
- * as a failed request. `unanswered` counts the failed requests whose
- * connection ended, after the handshake, without a single response byte
- * (also in `errors`); they are not retried.
+ * as browsers do. Any other error counts as a failed request. `unanswered`
+ * counts the failed requests whose connection ended after the handshake
+ * without a single response byte, by an end of stream or by a reset (the
+ * server closed it with the request unread); they are also in `errors` and
+ * are not retried.
  *
  * @module
  */
@@ -60,8 +61,18 @@ async function send(): Promise<void> {
     conn = await handshake();
     if (conn === undefined) resets++;
   }
-  await conn.write(request);
-  const text = await new Response(conn.readable).text();
+  let text: string;
+  try {
+    await conn.write(request);
+    text = await new Response(conn.readable).text();
+  } catch (error) {
+    // Closed by the server with the request unread: the kernel answers the unread bytes with a
+    // reset instead of an end of stream. Either way no byte of response came.
+    if (error instanceof Deno.errors.ConnectionReset || error instanceof Deno.errors.BrokenPipe) {
+      unanswered++;
+    }
+    throw error;
+  }
   if (text === "") unanswered++;
   if (!text.startsWith("HTTP/1.1 200 ")) {
     throw new Error(`Unexpected response "${text.slice(0, 40)}"`);
