@@ -18,13 +18,12 @@
  *
  * @module
  */
+import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
 
 /** The clock and timers of a scheduler; real ones by default, fakes in tests. */
-export interface SchedulerTimers {
+export interface SchedulerTimers extends Timers {
   /** Monotonic milliseconds. */
   now(): number;
-  setTimeout(callback: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
 }
 
 /** Options of {@linkcode RebuildScheduler}. */
@@ -51,11 +50,7 @@ export interface SchedulerStats {
 }
 
 /** The real clock and timers. */
-export const REAL_TIMERS: SchedulerTimers = {
-  now: () => performance.now(),
-  setTimeout: (callback, ms) => setTimeout(callback, ms),
-  clearTimeout: (handle) => clearTimeout(handle as number),
-};
+export const REAL_TIMERS: SchedulerTimers = { ...SYSTEM_TIMERS, now: () => performance.now() };
 
 /** Turns a stream of "something changed" into few, timely rebuilds. */
 export class RebuildScheduler {

@@ -21,7 +21,7 @@
 import { KubeApiError, type KubeClient, type KubeObject } from "../k8s/kube_client.ts";
 import { LEASES } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
-import { SYSTEM_TIMERS, type Timers } from "./_timers.ts";
+import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
 
 export type { Timers };
 

@@ -23,7 +23,7 @@ import { KubeApiError, type KubeClient } from "../k8s/kube_client.ts";
 import type { Ingress, IngressLoadBalancerIngress, Service } from "../k8s/objects.ts";
 import { INGRESSES } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
-import { SYSTEM_TIMERS, type Timers } from "./_timers.ts";
+import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
 
 /** One published address: exactly one of `ip` or `hostname`. */
 export interface LoadBalancerAddress {

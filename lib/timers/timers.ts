@@ -1,5 +1,7 @@
 /**
- * Timers as an injectable effect of the publish components, and the system's.
+ * Timers as an injectable effect: components that wait take a
+ * {@linkcode Timers} so tests can hand in fake ones, and default to the
+ * system's. Knows nothing of what is being waited for.
  *
  * @module
  */
