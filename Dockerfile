@@ -20,7 +20,8 @@ COPY deno.json deno.lock ./
 COPY main.ts ./
 COPY lib ./lib
 # Same permission set and unstable flags as `deno task start` (see deno.json),
-# the Web Worker module included, no V8 code cache written at run time.
+# the Web Worker modules included (serving workers, kubeconfig loader), no V8
+# code cache written at run time.
 RUN deno task compile
 
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Config } from "../config/config.ts";
-import { loadKubeAccess } from "../k8s/kube_access.ts";
+import { type KubeAccess, loadKubeAccess } from "../k8s/kube_access.ts";
 import { KubeClient } from "../k8s/kube_client.ts";
 import { componentLogger } from "../log/logging.ts";
 import { ControlPlaneMetrics, type WatchStats } from "../metrics/control_plane_metrics.ts";
@@ -91,13 +91,14 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
 
   let source: ObjectSource;
   let client: KubeClient | undefined;
+  let access: KubeAccess | undefined;
   if (config.manifests !== undefined) {
     source = new ManifestSource({
       directory: config.manifests,
       logger: componentLogger("manifests"),
     });
   } else {
-    const access = await loadKubeAccess({ kubeconfig: config.kubeconfig });
+    access = await loadKubeAccess({ kubeconfig: config.kubeconfig });
     logger.info("Using the Kubernetes API at {server} ({origin})", {
       server: access.server,
       origin: access.origin,
@@ -246,6 +247,7 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
         const drained = await pool.shutdown({ timeoutMs: config.shutdownTimeoutMs });
         await controller.stop();
         await publishing?.stop();
+        access?.close();
         await health.shutdown();
         logger.info("Stopped ({state})", {
           state: drained.graceful

@@ -34,6 +34,7 @@ import type {
   Translation,
 } from "../translate/translation.ts";
 import { jsonEqual } from "../store/json_equal.ts";
+import { createTranslationMemo } from "../translate/translation_memo.ts";
 import { REAL_TIMERS, RebuildScheduler, type SchedulerTimers } from "./rebuild_scheduler.ts";
 
 /** Translation options other than the clock and the certificate inspector. */
@@ -100,6 +101,8 @@ export class Controller {
   readonly #scheduler: RebuildScheduler;
   readonly #timers: SchedulerTimers;
   readonly #now: () => number;
+  /** Per-object results reused across rebuilds (the store never changes an object in place). */
+  readonly #memo = createTranslationMemo();
   readonly #translate: (objects: ClusterObjects, options: TranslateOptions) => Translation;
   readonly #logger: Logger;
   readonly #ready: Promise<void>;
@@ -240,6 +243,7 @@ export class Controller {
     try {
       translation = this.#translate(this.#store.objects(), {
         ...this.#options.settings,
+        memo: this.#memo,
         now: this.#now(),
         inspectCertificate: this.#options.inspectCertificate,
       });

@@ -5,13 +5,26 @@
  * `fetch` needs: a `Deno.HttpClient` carrying the CA and client certificate,
  * and request headers carrying the current credentials.
  *
- * `@kubernetes/client-node` does the kubeconfig parsing and the credential
- * plugins (token files re-read as they rotate, exec plugins); nothing else
- * of it is used. Knows nothing about resources or watches.
+ * `@kubernetes/client-node` parses the kubeconfig and runs credential
+ * plugins, but in a short-lived Web Worker (`kube_config_worker.ts`): loaded
+ * in the main isolate it would hold ~70 MiB for the life of the process.
+ * The worker hands back plain data (`kube_config.ts`) and is terminated,
+ * except for plugin credentials (exec, oidc, …), which it keeps answering.
+ * A token file (the in-cluster service account) is re-read here every
+ * 60 s, as client-go and client-node do. Knows nothing about resources or
+ * watches.
  *
  * @module
  */
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
+import {
+  currentHeaders,
+  type FromConfigWorker,
+  type HeaderList,
+  type ResolvedKubeConfig,
+  resolveKubeConfig,
+  type ToConfigWorker,
+} from "./kube_config.ts";
 
 /** An authenticated, verified way to reach one API server. */
 export interface KubeAccess {
@@ -25,94 +38,226 @@ export interface KubeAccess {
   headers(): Promise<Headers>;
   /** The HTTP client to pass as `fetch(url, { client })`. */
   readonly client: Deno.HttpClient;
+  /** Closes the client and ends a plugin's worker. Idempotent. */
   close(): void;
 }
 
+/** How a token file is re-read; options of {@linkcode loadKubeAccess} and {@linkcode accessFromKubeConfig}. */
+export interface TokenFileOptions {
+  /** A token file is read again once its token is older than this. Default 60,000 ms (client-go's). */
+  readonly tokenFileRefreshMs?: number;
+  /** The clock, in milliseconds. Default `performance.now()`. */
+  readonly now?: () => number;
+}
+
 /** Options of {@linkcode loadKubeAccess}. */
-export interface LoadKubeAccessOptions {
+export interface LoadKubeAccessOptions extends TokenFileOptions {
   /** A kubeconfig file; else `$KUBECONFIG`, `~/.kube/config`, then the in-cluster service account. */
   readonly kubeconfig?: string | undefined;
   /** Use this context instead of the kubeconfig's current one. */
   readonly context?: string | undefined;
+  /** The worker entry module. Default `kube_config_worker.ts`; tests hand in broken ones. */
+  readonly workerModule?: URL;
 }
 
-/** Loads credentials the way kubectl and client-go do, in the same order. */
+/**
+ * Loads credentials the way kubectl and client-go do, in the same order.
+ * The kubeconfig is read in a Web Worker, which is gone when this resolves
+ * unless the credentials come from a plugin ({@linkcode KubeAccess.close}
+ * ends it then).
+ */
 export async function loadKubeAccess(options: LoadKubeAccessOptions = {}): Promise<KubeAccess> {
-  const kc = new KubeConfig();
-  let origin: string;
-  if (options.kubeconfig !== undefined && options.kubeconfig !== "") {
-    kc.loadFromFile(options.kubeconfig);
-    origin = options.kubeconfig;
-  } else {
-    kc.loadFromDefault();
-    const fromEnv = Deno.env.get("KUBECONFIG");
-    origin = kc.getCurrentCluster()?.name === "inCluster"
-      ? "in-cluster"
-      : fromEnv !== undefined && fromEnv !== ""
-      ? fromEnv
-      : "~/.kube/config";
+  const module = options.workerModule ?? new URL("./kube_config_worker.ts", import.meta.url);
+  const { config, worker } = await loadInWorker(module, {
+    type: "load",
+    kubeconfig: options.kubeconfig,
+    context: options.context,
+  });
+  if (config.credentials.kind !== "plugin") worker.terminate();
+  try {
+    return await accessFromResolved(config, { ...options, plugin: worker });
+  } catch (error) {
+    worker.terminate();
+    throw error;
   }
-  if (options.context !== undefined) kc.setCurrentContext(options.context);
-  return await accessFromKubeConfig(kc, origin);
 }
 
-/** Builds a {@linkcode KubeAccess} from an already loaded `KubeConfig`. */
-export async function accessFromKubeConfig(kc: KubeConfig, origin: string): Promise<KubeAccess> {
-  const cluster = kc.getCurrentCluster();
-  if (cluster === null) {
-    throw new Error(`Cannot use kubeconfig "${origin}": it has no current cluster`);
+/**
+ * Builds a {@linkcode KubeAccess} from an already loaded `KubeConfig`, in
+ * this isolate (whoever passes a `KubeConfig` has loaded client-node anyway).
+ */
+export async function accessFromKubeConfig(
+  kc: KubeConfig,
+  origin: string,
+  options: TokenFileOptions = {},
+): Promise<KubeAccess> {
+  const config = await resolveKubeConfig(kc, origin);
+  const plugin = {
+    headers: async () => toHeaders(await currentHeaders(kc)),
+    terminate: () => {},
+  };
+  return await accessFromResolved(config, { ...options, plugin });
+}
+
+interface Plugin {
+  headers(): Promise<Headers>;
+  terminate(): void;
+}
+
+async function accessFromResolved(
+  config: ResolvedKubeConfig,
+  options: TokenFileOptions & { readonly plugin: Plugin },
+): Promise<KubeAccess> {
+  const credentials = config.credentials;
+  let headers: () => Promise<Headers>;
+  switch (credentials.kind) {
+    case "static":
+      headers = () => Promise.resolve(toHeaders(credentials.headers));
+      break;
+    case "tokenFile": {
+      const token = tokenFileReader(credentials.path, options);
+      // Read now, so that a missing file fails the load, as it did in client-node.
+      await token();
+      headers = async () => {
+        const result = toHeaders(credentials.headers);
+        const current = await token();
+        if (current !== "") result.set("authorization", `Bearer ${current}`);
+        return result;
+      };
+      break;
+    }
+    case "plugin":
+      headers = () => options.plugin.headers();
+      break;
   }
-  if (cluster.skipTLSVerify) {
-    throw new Error(
-      `Cannot use cluster "${cluster.name}" of "${origin}": insecure-skip-tls-verify is not supported; give it a certificate-authority`,
-    );
-  }
-  // client-node gathers CA, client certificate and credentials (token files,
-  // exec and auth-provider plugins) into Node-style request options.
-  const tls = await currentOptions(kc);
   const clientOptions: Deno.CreateHttpClientOptions = {};
-  if (tls.ca !== undefined) clientOptions.caCerts = [tls.ca];
-  if (cluster.proxyUrl !== undefined && cluster.proxyUrl !== "") {
-    clientOptions.proxy = { url: cluster.proxyUrl };
-  }
-  const client = tls.cert !== undefined && tls.key !== undefined
-    ? Deno.createHttpClient({ ...clientOptions, cert: tls.cert, key: tls.key })
+  if (config.ca !== undefined) clientOptions.caCerts = [config.ca];
+  if (config.proxyUrl !== undefined) clientOptions.proxy = { url: config.proxyUrl };
+  const client = config.cert !== undefined && config.key !== undefined
+    ? Deno.createHttpClient({ ...clientOptions, cert: config.cert, key: config.key })
     : Deno.createHttpClient(clientOptions);
+  let closed = false;
   return {
-    server: cluster.server.replace(/\/+$/, ""),
-    namespace: kc.getContextObject(kc.getCurrentContext())?.namespace,
-    origin,
+    server: config.server,
+    namespace: config.namespace,
+    origin: config.origin,
     client,
-    async headers() {
-      const { headers } = await currentOptions(kc);
-      return headers;
-    },
+    headers,
     close() {
+      if (closed) return;
+      closed = true;
+      options.plugin.terminate();
       client.close();
     },
   };
 }
 
-interface CurrentOptions {
-  readonly ca: string | undefined;
-  readonly cert: string | undefined;
-  readonly key: string | undefined;
-  readonly headers: Headers;
+function toHeaders(list: HeaderList): Headers {
+  return new Headers(list as [string, string][]);
 }
 
-async function currentOptions(kc: KubeConfig): Promise<CurrentOptions> {
-  const opts: {
-    headers: Record<string, string>;
-    ca?: Uint8Array;
-    cert?: Uint8Array;
-    key?: Uint8Array;
-    auth?: string;
-  } = { headers: {} };
-  await kc.applyToHTTPSOptions(opts);
-  const headers = new Headers();
-  for (const [k, v] of Object.entries(opts.headers)) headers.set(k, String(v).trim());
-  if (opts.auth !== undefined) headers.set("authorization", `Basic ${btoa(opts.auth)}`);
-  const text = (b: Uint8Array | undefined) =>
-    b === undefined ? undefined : new TextDecoder().decode(b);
-  return { ca: text(opts.ca), cert: text(opts.cert), key: text(opts.key), headers };
+/**
+ * Returns the token in `path`, read again once it is older than
+ * `tokenFileRefreshMs` (concurrent callers share one read). Like client-go,
+ * a failed re-read keeps the last token (and is tried again next call); only
+ * a failed first read fails.
+ */
+function tokenFileReader(path: string, options: TokenFileOptions): () => Promise<string> {
+  const refreshMs = options.tokenFileRefreshMs ?? 60_000;
+  const now = options.now ?? (() => performance.now());
+  let last: { token: string; at: number } | undefined;
+  let reading: Promise<string> | undefined;
+  const read = async (): Promise<string> => {
+    try {
+      const token = (await Deno.readTextFile(path)).trim();
+      last = { token, at: now() };
+      return token;
+    } catch (error) {
+      if (last !== undefined) return last.token;
+      const detail = error instanceof Error ? error.message : String(error);
+      throw new Error(`Cannot read token file "${path}": ${detail}`, { cause: error });
+    }
+  };
+  return () => {
+    if (last !== undefined && now() - last.at <= refreshMs) return Promise.resolve(last.token);
+    reading ??= read().finally(() => reading = undefined);
+    return reading;
+  };
+}
+
+/**
+ * Starts the kubeconfig worker and waits for its answer to `request`. On any
+ * failure (its answer, an uncaught error in it, a message it cannot send)
+ * the worker is terminated and the promise rejects; so do pending and later
+ * `headers()` calls.
+ */
+async function loadInWorker(
+  module: URL,
+  request: ToConfigWorker & { type: "load" },
+): Promise<{ config: ResolvedKubeConfig; worker: Plugin }> {
+  const worker = new Worker(module, { type: "module", name: "kube-config" });
+  const loaded = Promise.withResolvers<ResolvedKubeConfig>();
+  const pending = new Map<number, PromiseWithResolvers<Headers>>();
+  let nextId = 1;
+  let ended: Error | undefined;
+  const end = (error: Error) => {
+    if (ended !== undefined) return;
+    ended = error;
+    worker.terminate();
+    loaded.reject(error);
+    for (const waiting of pending.values()) waiting.reject(error);
+    pending.clear();
+  };
+  const settle = (id: number, how: (waiting: PromiseWithResolvers<Headers>) => void) => {
+    const waiting = pending.get(id);
+    if (waiting === undefined) return;
+    pending.delete(id);
+    how(waiting);
+  };
+  worker.onmessage = (event: MessageEvent<FromConfigWorker>) => {
+    const message = event.data;
+    switch (message.type) {
+      case "loaded":
+        loaded.resolve(message.config);
+        break;
+      case "loadFailed":
+        end(new Error(message.message));
+        break;
+      case "headers":
+        settle(message.id, (waiting) => waiting.resolve(toHeaders(message.headers)));
+        break;
+      case "headersFailed":
+        settle(
+          message.id,
+          (waiting) => waiting.reject(new Error(`Cannot get credentials: ${message.message}`)),
+        );
+        break;
+    }
+  };
+  worker.onerror = (event) => {
+    // Without preventDefault an error in a worker also terminates the main thread.
+    event.preventDefault();
+    end(new Error(`Cannot load the kubeconfig: its worker failed: ${event.message}`));
+  };
+  worker.onmessageerror = () => {
+    end(new Error("Cannot load the kubeconfig: a message from its worker could not be read"));
+  };
+  worker.postMessage(request);
+  const config = await loaded.promise;
+  return {
+    config,
+    worker: {
+      headers() {
+        if (ended !== undefined) return Promise.reject(ended);
+        const id = nextId++;
+        const waiting = Promise.withResolvers<Headers>();
+        pending.set(id, waiting);
+        worker.postMessage({ type: "headers", id } satisfies ToConfigWorker);
+        return waiting.promise;
+      },
+      terminate() {
+        end(new Error("Cannot get credentials: the Kubernetes access is closed"));
+      },
+    },
+  };
 }

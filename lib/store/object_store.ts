@@ -4,6 +4,9 @@
  * replaces one kind (in one namespace, or in all), a change adds, updates or
  * deletes one object.
  *
+ * Objects are stored without the API server's bookkeeping (managed
+ * fields, kubectl's last-applied copy; see `slim_object.ts`).
+ *
  * Each write answers whether it {@linkcode Change.matters} for translation
  * (see `matters.ts`); the store keeps the index that answer needs (which
  * Services and Secrets each Ingress names, and which Ingresses are ours,
@@ -33,6 +36,7 @@ import {
   storeKey,
 } from "./matters.ts";
 import { type IngressReferences, ingressReferences } from "./references.ts";
+import { slimObject } from "./slim_object.ts";
 
 /** Options of {@linkcode ObjectStore}: the controller options that decide what matters. */
 export interface ObjectStoreOptions extends ClassSelectionOptions {
@@ -256,7 +260,8 @@ export class ObjectStore {
     return this.#selector;
   }
 
-  #set(kind: Kind, key: string, object: KubeObject): Change {
+  #set(kind: Kind, key: string, received: KubeObject): Change {
+    const object = slimObject(received);
     const map = this.#objects.get(kind)!;
     const before = map.get(key);
     // Judged before the write: for Ingresses, against the references and

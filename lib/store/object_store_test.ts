@@ -57,6 +57,27 @@ Deno.test("ObjectStore keys objects namespace/name, and IngressClasses by name",
   assertEquals(store.size("Ingress"), 1);
 });
 
+Deno.test("ObjectStore stores objects without managedFields or the last-applied copy, and a change to those alone does not matter", () => {
+  const store = new ObjectStore();
+  store.upsert("IngressClass", ours);
+  const withBookkeeping = (rv: string, lastApplied: string): Ingress => {
+    const object = ingress("shop", "web", { rv });
+    return {
+      ...object,
+      metadata: {
+        ...object.metadata,
+        managedFields: [{ manager: `m${rv}` }],
+        annotations: { "kubectl.kubernetes.io/last-applied-configuration": lastApplied },
+      } as NonNullable<Ingress["metadata"]>,
+    };
+  };
+  assert(store.upsert("Ingress", withBookkeeping("1", "{}")).matters);
+  const stored = store.get("Ingress", "shop/web")!;
+  assertEquals(Object.hasOwn(stored.metadata!, "managedFields"), false);
+  assertEquals(stored.metadata!.annotations, {});
+  assertEquals(store.upsert("Ingress", withBookkeeping("2", '{"spec":{}}')).matters, false);
+});
+
 Deno.test("ObjectStore.replace() in one namespace leaves other namespaces alone and removes what is gone", () => {
   const store = new ObjectStore();
   store.upsert("IngressClass", ours);

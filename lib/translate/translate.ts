@@ -21,6 +21,7 @@ import { collectRouteCandidates, type RouteCandidate } from "./route_candidates.
 import { mergeRouteCandidates } from "./route_conflicts.ts";
 import { createSecretCertificateReader, translateDefaultCertificate, translateTls } from "./tls.ts";
 import type { ClusterObjects, Route, TranslateOptions, Translation } from "./translation.ts";
+import type { IngressCandidates } from "./translation_memo.ts";
 import { compareStrings } from "./_order.ts";
 
 const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;
@@ -53,16 +54,20 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
   const select = createClassSelector(objects.ingressClasses ?? [], options);
   const owned = selectIngresses(objects.ingresses ?? [], { select, issues });
   const resolveBackend = createBackendResolver(index);
+  const memo = options.memo?.routeCandidates;
 
   // Route candidates, Ingress by Ingress, in precedence order.
   const candidates: RouteCandidate[] = [];
   for (const ingress of owned) {
-    let own: ReturnType<typeof collectRouteCandidates>;
-    try {
-      own = collectRouteCandidates(ingress);
-    } catch (error) {
-      issues.push(internalError(ingress, error));
-      continue;
+    let own: IngressCandidates | undefined = memo?.get(ingress.ingress);
+    if (own === undefined) {
+      try {
+        own = collectRouteCandidates(ingress);
+      } catch (error) {
+        issues.push(internalError(ingress, error));
+        continue;
+      }
+      memo?.set(ingress.ingress, own);
     }
     // One Ingress may hold hundreds of thousands of rules: append in a loop, as
     // `push(...list)` throws a RangeError past about 120,000 arguments.

@@ -13,6 +13,7 @@
 import type { EndpointSlice, Ingress, IngressClass, Secret, Service } from "../k8s/objects.ts";
 import type { Backend } from "../routing/snapshot.ts";
 import type { Issue } from "./issues.ts";
+import type { TranslationMemo } from "./translation_memo.ts";
 
 export type { Backend, Issue };
 
@@ -79,6 +80,11 @@ export interface TranslateOptions {
   /** The current time, milliseconds since the epoch (certificate expiry is judged against it). */
   readonly now: number;
   readonly inspectCertificate: InspectCertificate;
+  /**
+   * Results kept from earlier translations of the same objects (see
+   * `translation_memo.ts`); without one, everything is computed.
+   */
+  readonly memo?: TranslationMemo;
 }
 
 /** How a route matches: `Exact`, `Prefix` (also `ImplementationSpecific`), or `Default` (a default backend). */

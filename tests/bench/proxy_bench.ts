@@ -13,13 +13,15 @@
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
  * `--sizes 1k` (or `1m`) to measure one response size while iterating.
  *
- * Sluice runs with the runtime flags of `deno task start` that matter for speed:
- * `--unstable-no-legacy-abort` (else Deno aborts every request's signal after
- * a successful response, a DOMException per request) and a smaller V8 young
- * generation (`--max-semi-space-size=8`: lower peak RSS, same throughput).
+ * Sluice runs with the runtime flags of `deno task start` (read from
+ * deno.json) that matter for speed and memory: `--unstable-no-legacy-abort`
+ * (else Deno aborts every request's signal after a successful response, a
+ * DOMException per request) and its `--v8-flags` (a small V8 young generation
+ * and a slow-growing old one: lower peak RSS, same throughput measured).
  *
  * @module
  */
+import { startFlags } from "../support/sluice_process.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 const SERVER = new URL("./sluice_bench_server.ts", import.meta.url).pathname;
@@ -36,7 +38,9 @@ const CONNECTIONS = option("connections", 64);
 const CPUS = navigator.hardwareConcurrency;
 const SIZES = Deno.args.includes("--sizes") ? Deno.args[Deno.args.indexOf("--sizes") + 1] : "1k,1m";
 /** Runtime flags shared with `deno task start` (see the module comment). */
-const SLUICE_FLAGS = ["--unstable-no-legacy-abort", "--v8-flags=--max-semi-space-size=8"];
+const SLUICE_FLAGS = (await startFlags()).filter((flag) =>
+  flag.startsWith("--unstable-") || flag.startsWith("--v8-flags=")
+);
 
 interface Target {
   readonly name: string;

@@ -91,3 +91,33 @@ Deno.test("the image runs as a non-root user and exposes the HTTP, HTTPS and hea
   assert(user !== undefined && !/^(0|root)(:|$)/.test(user), `USER ${user}`);
   assertMatch(dockerfile, /^EXPOSE 8080 8443 10254$/m);
 });
+
+/** Repository paths of the modules the program loads by URL at run time (Web Worker entries). */
+async function runtimeModules(): Promise<string[]> {
+  const found = new Set<string>();
+  const scan = async (dir: URL) => {
+    for await (const entry of Deno.readDir(dir)) {
+      const url = new URL(entry.name + (entry.isDirectory ? "/" : ""), dir);
+      if (entry.isDirectory) await scan(url);
+      else if (/(?<!_test|_bench)\.ts$/.test(entry.name)) {
+        const text = await Deno.readTextFile(url);
+        for (const m of text.matchAll(/new URL\("([^"]+\.ts)", import\.meta\.url\)/g)) {
+          found.add(new URL(m[1]!, url).pathname.slice(root.pathname.length));
+        }
+      }
+    }
+  };
+  await scan(new URL("lib/", root));
+  return [...found].sort();
+}
+
+Deno.test("deno task compile includes every module the program starts as a Web Worker", async () => {
+  const modules = await runtimeModules();
+  assert(modules.includes("lib/workers/sluice_worker.ts"), modules.join(", "));
+  assert(modules.includes("lib/k8s/kube_config_worker.ts"), modules.join(", "));
+  for (const task of ["compile", "compile:arm64"]) {
+    const included = [...denoJson.tasks[task]!.matchAll(/--include\s+(\S+)/g)].map((m) => m[1]!)
+      .sort();
+    assertEquals(included, modules, `deno task ${task}`);
+  }
+});

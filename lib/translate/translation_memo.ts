@@ -1,0 +1,34 @@
+/**
+ * What a translation may reuse from the previous one: results that depend on
+ * one object alone, keyed by that object's identity. The store replaces an
+ * object when it changes and keeps the same one when it does not, so at
+ * 10,000 Ingresses a rebuild after one change recomputes one Ingress's route
+ * candidates instead of ten thousand (less time, and far less garbage for
+ * the collector). Entries go with their objects (a `WeakMap`).
+ *
+ * The contract: an object translated with a memo is never changed in place
+ * afterwards (the store never does), and what the memo holds is read, never
+ * changed. Without a memo a translation computes everything (and is what
+ * the tests compare against). Knows nothing of what the results mean.
+ *
+ * @module
+ */
+import type { Issue } from "./issues.ts";
+import type { RouteCandidate } from "./route_candidates.ts";
+
+/** The route candidates and issues of one Ingress's rules. */
+export interface IngressCandidates {
+  readonly candidates: readonly RouteCandidate[];
+  readonly issues: readonly Issue[];
+}
+
+/** Per-object results kept between translations. */
+export interface TranslationMemo {
+  /** Route candidates, by Ingress object. */
+  readonly routeCandidates: WeakMap<object, IngressCandidates>;
+}
+
+/** An empty memo: give the same one to every translation of one store. */
+export function createTranslationMemo(): TranslationMemo {
+  return { routeCandidates: new WeakMap() };
+}

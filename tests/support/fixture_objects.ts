@@ -1,0 +1,69 @@
+/**
+ * The translation fixtures (`tests/fixtures/*.in.yaml`) as plain object
+ * lists, for safety-net tests that replay them through the store or the
+ * translation in other ways than the golden test does; and an edit of any
+ * object that changes something a translation might read.
+ *
+ * @module
+ */
+import { parseAllDocuments } from "yaml";
+import type { KubeObject } from "../../lib/k8s/objects.ts";
+import { type Kind, KINDS } from "../../lib/store/matters.ts";
+import type { TranslateOptions } from "../../lib/translate/translation.ts";
+
+const FIXTURES = new URL("../fixtures/", import.meta.url);
+
+/** One fixture: its translation options, clock and objects in file order. */
+export interface FixtureObjects {
+  readonly name: string;
+  readonly options: Omit<TranslateOptions, "now" | "inspectCertificate">;
+  readonly now: number;
+  readonly objects: { kind: Kind; object: KubeObject }[];
+}
+
+/** Every fixture, sorted by file name. */
+export async function readFixtureObjects(): Promise<FixtureObjects[]> {
+  const fixtures: FixtureObjects[] = [];
+  for await (const entry of Deno.readDir(FIXTURES)) {
+    if (!entry.name.endsWith(".in.yaml")) continue;
+    const text = await Deno.readTextFile(new URL(entry.name, FIXTURES));
+    let options = {};
+    let now = Date.parse("2030-01-01T00:00:00Z");
+    const objects: FixtureObjects["objects"] = [];
+    for (const document of parseAllDocuments(text)) {
+      const object = document.toJS() as (KubeObject & Record<string, unknown>) | null;
+      if (object === null) continue;
+      if (object.kind === "Fixture") {
+        options = (object.options ?? {}) as FixtureObjects["options"];
+        if (typeof object.now === "string") now = Date.parse(object.now);
+      } else if (KINDS.includes(object.kind as Kind)) {
+        objects.push({ kind: object.kind as Kind, object });
+      }
+    }
+    fixtures.push({ name: entry.name, options, now, objects });
+  }
+  return fixtures.sort((a, b) => a.name < b.name ? -1 : 1);
+}
+
+/** A copy of `object` with something a translation reads changed. */
+export function editedObject(kind: Kind, object: KubeObject): KubeObject {
+  const copy = structuredClone(object) as KubeObject & Record<string, unknown>;
+  switch (kind) {
+    case "Secret":
+      copy.data = { "tls.crt": "Z2FyYmFnZQ==", "tls.key": "Z2FyYmFnZQ==" };
+      break;
+    case "Service":
+      copy.spec = { ports: [{ name: "other", port: 9999, targetPort: 9999 }] };
+      break;
+    case "EndpointSlice":
+      copy.endpoints = [{ addresses: ["10.99.99.99"], conditions: { ready: true } }];
+      break;
+    case "Ingress":
+      copy.spec = { ...(copy.spec as object), rules: [{ host: "edited.test" }] };
+      break;
+    case "IngressClass":
+      copy.spec = { controller: "example.com/other" };
+      break;
+  }
+  return copy;
+}
