@@ -1,33 +1,20 @@
 /**
  * One generation of the HTTPS listener: a TLS listening socket (sharing its
- * port with the other generations through `reusePort`) served by Deno's own
- * accept loop (`serveHttpOnListener`), the requests in flight on it, and how
- * it stops.
+ * port with the other generations through `reusePort`) with its own accept
+ * loop, handing every accepted connection to the listener, and how it stops
+ * accepting.
  *
- * Why Deno's accept loop and not one `serveHttpOnConnection` per accepted
- * connection (which would let a retired generation keep the connections that
- * have not sent a request yet): on Deno 2.9.6 a WebSocket made with
- * `Deno.upgradeWebSocket` lives only as long as the `HttpServer` that served
- * the upgrade request. A per-connection server ends when the connection hands
- * its socket to the upgrade, and takes the WebSocket with it (the client sees
- * the 101 and then a close frame); a listener's server lives until it is shut
- * down. `deno_sni_test.ts` pins both behaviours.
+ * Stopping closes the listening socket and nothing else: the connections it
+ * accepted are the listener's, and live on (they are relayed into one
+ * long-lived HTTP server, see `https_listener.ts`). A connection the kernel
+ * had queued on the socket but the loop had not accepted yet is reset by the
+ * kernel when the socket closes (unless `net.ipv4.tcp_migrate_req=1`); the
+ * loop keeps that queue short by accepting continuously.
  *
- * Stopping is Deno's graceful `shutdown()`, the only way to close the socket
- * of a served listener: the socket closes at once, requests in flight finish,
- * idle keep-alive connections close, and, measured on Deno 2.9.6, so do the
- * connections that have not sent a complete request yet (including ones in
- * their TLS handshake) and every WebSocket the generation upgraded (a close
- * frame, reason "Server shutting down"). In-flight requests are never cut:
- * aborting the serve signal after a graceful shutdown began throws
- * `BadResource` inside Deno and kills the process.
- *
- * Knows nothing of certificates or snapshots: the HTTPS listener owns those.
+ * Knows nothing of certificates, HTTP or snapshots.
  *
  * @module
  */
-import { serveHttpOnListener } from "../tls/deno_sni.ts";
-import type { ConnectionInfo, RequestHandler } from "./listener.ts";
 
 /** Options of {@linkcode Generation}. */
 export interface GenerationOptions {
@@ -35,89 +22,67 @@ export interface GenerationOptions {
   readonly listener: Deno.TlsListener;
   /** The certificate table's fingerprint this generation's resolver caches answers for. */
   readonly fingerprint: string;
-  readonly handler: RequestHandler;
-  readonly onError: (error: unknown) => Response | Promise<Response>;
+  /** Takes over an accepted (not yet handshaken) connection. */
+  readonly onConnection: (conn: Deno.TlsConn, generation: Generation) => void;
+  /** Reports an accept error other than the socket closing (the loop goes on). */
+  readonly onAcceptError: (error: unknown) => void;
 }
 
-/** Resolves after one turn of the event loop (a timer), so Deno has run the I/O work queued before it. */
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
-}
+/** Waits after an accept error (e.g. out of file descriptors) before accepting again. */
+const ACCEPT_RETRY_MS = 100;
 
-/** A TLS listening socket served by Deno, and the requests in flight on it. */
+/** A TLS listening socket and its accept loop. */
 export class Generation {
   readonly id: number;
   readonly fingerprint: string;
   readonly addr: Deno.NetAddr;
   /** Distinct server names the resolver was asked for (Deno calls it once per name). */
   serverNames = 0;
-  #server: Deno.HttpServer<Deno.NetAddr>;
-  #inFlight = 0;
-  #stopping: Promise<void> | undefined;
-  #socketClosed = Promise.withResolvers<void>();
-  #finished: Promise<void>;
+  /** Connections accepted by this generation and still open. */
+  connections = 0;
+  #listener: Deno.TlsListener;
+  #accepting = true;
+  #loop: Promise<void>;
 
   constructor(options: GenerationOptions) {
     this.id = options.id;
     this.fingerprint = options.fingerprint;
+    this.#listener = options.listener;
     this.addr = options.listener.addr;
-    const { handler } = options;
-    const localPort = this.addr.port;
-    const serve = (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
-      this.#inFlight++;
-      let counted = true;
-      const done = () => {
-        if (!counted) return;
-        counted = false;
-        this.#inFlight--;
-      };
-      // Settles when the response was sent (or the upgrade done), or failed to be.
-      info.completed.then(done, done);
-      const connection: ConnectionInfo = {
-        remoteAddr: info.remoteAddr,
-        secure: true,
-        localPort,
-        completed: info.completed,
-      };
-      return handler(req, connection);
-    };
-    this.#server = serveHttpOnListener(options.listener, serve, { onError: options.onError });
-    this.#finished = this.#server.finished.catch(() => {});
-  }
-
-  /** Requests in flight (a request counts until its response has been sent). */
-  get requests(): number {
-    return this.#inFlight;
+    this.#loop = this.#acceptLoop(options);
   }
 
   /** The listening socket is still open. */
   get accepting(): boolean {
-    return this.#stopping === undefined;
+    return this.#accepting;
   }
 
-  /**
-   * Shuts the generation down gracefully (idempotent): the listening socket
-   * closes at once, in-flight requests finish, and every other connection
-   * and WebSocket of the generation is closed. Resolves once the socket is
-   * closed; {@linkcode closed} tells when everything is.
-   */
+  /** Closes the listening socket (idempotent); resolves once the accept loop has ended. */
   stopAccepting(): Promise<void> {
-    if (this.#stopping === undefined) {
-      this.#stopping = this.#server.shutdown().catch(() => {});
-      // shutdown() cancels Deno's accept task, which drops (closes) the socket when it next runs.
-      void nextTurn().then(() => this.#socketClosed.resolve());
+    if (this.#accepting) {
+      this.#accepting = false;
+      try {
+        this.#listener.close();
+      } catch {
+        // Already closed.
+      }
     }
-    return this.#socketClosed.promise;
+    return this.#loop;
   }
 
-  /** Resolves once the listening socket is closed, without closing it (see {@linkcode stopAccepting}). */
-  stoppedAccepting(): Promise<void> {
-    return this.#socketClosed.promise;
-  }
-
-  /** Resolves when the listener and every connection are closed. */
-  async closed(): Promise<void> {
-    await this.#stopping;
-    await this.#finished;
+  async #acceptLoop(options: GenerationOptions): Promise<void> {
+    while (this.#accepting) {
+      let conn: Deno.TlsConn;
+      try {
+        conn = await this.#listener.accept();
+      } catch (error) {
+        if (!this.#accepting || error instanceof Deno.errors.BadResource) return;
+        options.onAcceptError(error);
+        await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
+        continue;
+      }
+      // Accepted as the socket was closing: still a client's connection, served like any other.
+      options.onConnection(conn, this);
+    }
   }
 }

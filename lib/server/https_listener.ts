@@ -4,33 +4,36 @@
  * and `http/1.1`, serving a {@linkcode RequestHandler} (WebSocket upgrades
  * included).
  *
- * Deno caches the certificate it got for a server name for the listening
- * socket's whole life, and never evicts (see `lib/tls/deno_sni.ts`). So the
- * listener runs in *generations*: sockets on the same port (`reusePort`, which
- * needs `--unstable-net`), one accepting at a time. A new generation is opened
- * when
+ * Two layers:
  *
- * - the certificate table's `fingerprint` changed ({@linkcode HttpsListener.refresh},
- *   called when a snapshot is installed, and checked on every resolver call), or
- * - the current generation resolved more than `maxServerNames` distinct names
- *   (a client sending random names cannot grow memory without bound).
+ * - TLS *generations* (`_generation.ts`): listening sockets on the port
+ *   (`reusePort`, which needs `--unstable-net`), one accepting at a time,
+ *   each with its own accept loop. Deno caches the certificate it got for a
+ *   server name for a listening socket's whole life and never evicts (see
+ *   `lib/tls/deno_sni.ts`), so a new generation is opened when the
+ *   certificate table's `fingerprint` changed ({@linkcode HttpsListener.refresh},
+ *   called when a snapshot is installed, and checked on every resolver call),
+ *   or when the current one resolved more than `maxServerNames` distinct
+ *   names (a client sending random names cannot grow memory without bound).
+ *   The old socket is closed as soon as the new one listens; the connections
+ *   it accepted are not affected.
+ * - One *inner* HTTP server (`Deno.serve` on a loopback port, HTTP/1.1 and
+ *   h2 with prior knowledge) for the listener's whole life: every accepted
+ *   TLS connection is relayed into it (`_tls_relay.ts`), and the handler is
+ *   told the real client's address. A rotation therefore drops nothing:
+ *   connections still in their handshake, idle keep-alive connections and
+ *   WebSockets all carry on. (Serving each generation with Deno's own
+ *   `serveHttpOnListener` instead closed, at every rotation, the connections
+ *   that had not sent a request yet and every WebSocket of the generation,
+ *   and held each keep-alive response about 40 ms for want of `TCP_NODELAY`;
+ *   the relay costs one loopback hop and copy per byte.)
  *
- * Then the old generation is shut down gracefully `overlapMs` after the new
- * one listens (see `_generation.ts` for why each generation is served by Deno's
- * own accept loop): its socket closes, its in-flight requests finish. What a
- * rotation costs, measured on Deno 2.9.6 (`https_listener_test.ts`):
- *
- * - connections of the old generation that have not sent a complete request
- *   yet (most of them still in their TLS handshake) are closed by Deno: the
- *   client sees the connection end without a response and must retry;
- * - connections the kernel queued on the old socket but Deno had not accepted
- *   yet are reset before any byte (`net.ipv4.tcp_migrate_req=1` hands them to
- *   the new socket instead);
- * - idle keep-alive connections are closed (clients reopen them), and
- *   WebSockets of the old generation get a close frame ("Server shutting
- *   down"): clients reconnect, to the new generation.
- *
- * In-flight requests are never cut: bounding them is the request handler's job.
+ * The only connections a rotation can lose are those the kernel queued on
+ * the old socket in the instant it closes, before the accept loop took them
+ * (reset before any byte; `net.ipv4.tcp_migrate_req=1` hands them to the new
+ * socket instead). The inner server answers only connections from its own
+ * relays (421 otherwise). In-flight requests are never cut: bounding them is
+ * the request handler's job.
  *
  * Knows the certificate table's interface, not how it is built; nothing of
  * routes or Kubernetes.
@@ -41,6 +44,7 @@ import type { CertificateTable } from "../routing/snapshot.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import { listenTlsWithSni, type TlsKeyPair } from "../tls/deno_sni.ts";
 import { Generation } from "./_generation.ts";
+import { type Relay, type RelayPeer, relayTls } from "./_tls_relay.ts";
 import {
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   internalServerError,
@@ -61,17 +65,10 @@ export interface HttpsListenerOptions {
   /** Distinct server names one generation may resolve before it is replaced. Default 1000. */
   readonly maxServerNames?: number;
   /**
-   * Ignored since WebSockets are served (Deno's graceful shutdown closes a
-   * connection that has not sent a request at once; see `_generation.ts`).
-   * Kept so that existing configurations still type-check.
+   * How long a new connection may take to complete its TLS handshake and send
+   * its first bytes before it is closed. Default 30,000 ms.
    */
-  readonly firstRequestGraceMs?: number;
-  /**
-   * How long a replaced generation keeps accepting next to the new one before
-   * it is shut down. Default 100 ms (measured: about half the failed requests
-   * per rotation of closing at once; longer did not help).
-   */
-  readonly overlapMs?: number;
+  readonly firstBytesTimeoutMs?: number;
   /** Answers when the handler throws. Default: a bare 500. */
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Default: the `server` component logger. */
@@ -86,22 +83,35 @@ export interface HttpsListenerStats {
   readonly serverNames: number;
   /** Generations replaced so far. */
   readonly rotations: number;
-  /** Generations whose listening socket is still open: 1, or 2 while a rotation closes the old one. */
+  /** Generations whose listening socket is still open: 1 (0 once shut down). */
   readonly accepting: number;
-  /** Replaced generations still finishing requests. */
+  /** Replaced generations whose connections are still open. */
   readonly draining: number;
-  /** Requests in flight, all generations (a request counts until its response has been sent). */
+  /** Open client connections, all generations (including ones still in their TLS handshake). */
+  readonly connections: number;
+  /** Requests in flight (a request counts until its response has been sent). */
   readonly requests: number;
 }
 
 /** Why a generation was replaced. */
 export type RotationReason = "certificates" | "server-names" | "requested";
 
-/** Default of {@linkcode HttpsListenerOptions.overlapMs}. */
-export const DEFAULT_OVERLAP_MS = 100;
-
 /** Default of {@linkcode HttpsListenerOptions.maxServerNames}. */
 export const DEFAULT_MAX_SERVER_NAMES = 1000;
+
+/** Default of {@linkcode HttpsListenerOptions.firstBytesTimeoutMs}. */
+export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 30_000;
+
+/** Where the inner server listens: loopback only. */
+const INNER_HOSTNAME = "127.0.0.1";
+
+/** The inner server's answer to a connection that is not one of its relays. */
+function misdirected(): Response {
+  return new Response("Misdirected Request\n", {
+    status: 421,
+    headers: { "content-type": "text/plain; charset=utf-8", connection: "close" },
+  });
+}
 
 /**
  * Starts serving HTTPS on `options.port` with `handler`, choosing each
@@ -111,56 +121,91 @@ export function listenHttps(handler: RequestHandler, options: HttpsListenerOptio
   return new HttpsListener(handler, options);
 }
 
-/** HTTPS on one port, served by successive listener generations. Create with {@linkcode listenHttps}. */
+/** HTTPS on one port: TLS generations relayed into one inner HTTP server. Create with {@linkcode listenHttps}. */
 export class HttpsListener implements Listener {
   readonly addr: Deno.NetAddr;
   readonly finished: Promise<void>;
-  #handler: RequestHandler;
   #options: HttpsListenerOptions;
   #logger: Logger;
   #maxServerNames: number;
+  #firstBytesTimeoutMs: number;
+  #inner: Deno.HttpServer<Deno.NetAddr>;
+  /** Relayed clients, by the local port of their inner connection. */
+  #peers = new Map<number, RelayPeer>();
+  #relays = new Set<Relay>();
   #current: Generation;
-  #retiring = new Map<Generation, Promise<void>>();
-  #overlapMs: number;
-  #timers = new Set<ReturnType<typeof setTimeout>>();
+  #retired = new Set<Generation>();
   #nextId = 1;
   #rotations = 0;
   #rotationQueued = false;
+  #requests = 0;
   #shutdown: Promise<ShutdownResult> | undefined;
   #resolveFinished: () => void = () => {};
 
   constructor(handler: RequestHandler, options: HttpsListenerOptions) {
-    this.#handler = handler;
     this.#options = options;
     this.#logger = options.logger ?? componentLogger("server");
     this.#maxServerNames = options.maxServerNames ?? DEFAULT_MAX_SERVER_NAMES;
-    this.#overlapMs = options.overlapMs ?? DEFAULT_OVERLAP_MS;
+    this.#firstBytesTimeoutMs = options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS;
     if (!(this.#maxServerNames >= 1)) {
       throw new RangeError(
         `Cannot listen for HTTPS: maxServerNames "${this.#maxServerNames}" is below 1`,
       );
     }
-    this.#current = this.#open(options.port);
+    let localPort = 0;
+    this.#inner = Deno.serve({
+      hostname: INNER_HOSTNAME,
+      port: 0,
+      onError: options.onError ?? internalServerError,
+      onListen: () => {},
+    }, (req, info) => {
+      // Read now: Deno's info.remoteAddr throws once the response has been sent.
+      const peer = this.#peers.get(info.remoteAddr.port);
+      if (peer === undefined) return misdirected();
+      this.#requests++;
+      let counted = true;
+      const done = () => {
+        if (!counted) return;
+        counted = false;
+        this.#requests--;
+      };
+      info.completed.then(done, done);
+      return handler(req, {
+        remoteAddr: peer.remoteAddr,
+        secure: true,
+        localPort,
+        completed: info.completed,
+      });
+    });
+    try {
+      this.#current = this.#open(options.port);
+    } catch (error) {
+      void this.#inner.shutdown();
+      throw error;
+    }
     this.addr = this.#current.addr;
+    localPort = this.addr.port;
     this.finished = new Promise((resolve) => this.#resolveFinished = resolve);
   }
 
   /** Counters for tests, metrics and logs. */
   get stats(): HttpsListenerStats {
-    let requests = this.#current.requests;
-    let accepting = this.#current.accepting ? 1 : 0;
-    for (const generation of this.#retiring.keys()) {
-      requests += generation.requests;
-      if (generation.accepting) accepting++;
-    }
+    let draining = 0;
+    for (const generation of this.#retired) if (generation.connections > 0) draining++;
     return {
       generation: this.#current.id,
       serverNames: this.#current.serverNames,
       rotations: this.#rotations,
-      accepting,
-      draining: this.#retiring.size,
-      requests,
+      accepting: this.#current.accepting ? 1 : 0,
+      draining,
+      connections: this.#relays.size,
+      requests: this.#requests,
     };
+  }
+
+  /** The inner HTTP server's loopback address (for tests). */
+  get innerAddr(): Deno.NetAddr {
+    return this.#inner.addr;
   }
 
   /**
@@ -175,19 +220,14 @@ export class HttpsListener implements Listener {
     return true;
   }
 
-  /** Opens a new generation now and drains the accepting one. */
+  /** Opens a new generation now and closes the accepting one's socket. */
   rotate(): void {
     if (this.#shutdown === undefined) this.#rotate("requested");
   }
 
-  /**
-   * Resolves once only the current generation accepts connections: after a
-   * rotation, when its predecessor's socket is closed (`overlapMs` later).
-   */
+  /** Resolves once only the current generation accepts connections (old sockets are closed). */
   async settled(): Promise<void> {
-    await Promise.all(
-      [...this.#retiring.keys()].map((generation) => generation.stoppedAccepting()),
-    );
+    await Promise.all([...this.#retired].map((generation) => generation.stopAccepting()));
   }
 
   shutdown(options: ShutdownOptions = {}): Promise<ShutdownResult> {
@@ -196,19 +236,25 @@ export class HttpsListener implements Listener {
   }
 
   async #stop(timeoutMs: number): Promise<ShutdownResult> {
-    for (const timer of this.#timers) clearTimeout(timer);
-    this.#timers.clear();
-    const generations = [this.#current, ...this.#retiring.keys()];
+    const generations = [this.#current, ...this.#retired];
     await Promise.all(generations.map((generation) => generation.stopAccepting()));
-    const closed = Promise.all(generations.map((generation) => generation.closed()));
+    // Graceful: in-flight requests finish; idle connections and WebSockets are closed, which ends
+    // their relays. Relays still in their handshake have no inner connection: stop them.
+    const drained = this.#inner.shutdown().catch(() => {});
+    for (const relay of this.#relays) if (!relay.connected) relay.stop();
+    // Once the inner server has closed its connections, each relay ends when it has passed on
+    // the last bytes; one that finished its handshake meanwhile finds the inner server gone.
+    const closed = drained.then(async () => {
+      for (const relay of this.#relays) if (!relay.connected) relay.stop();
+      await Promise.all([...this.#relays].map((relay) => relay.done));
+    });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const deadline = new Promise<"deadline">((resolve) => {
       timer = setTimeout(() => resolve("deadline"), timeoutMs);
     });
     const outcome = await Promise.race([closed.then(() => "closed" as const), deadline]);
     clearTimeout(timer);
-    let openConnections = 0;
-    for (const generation of generations) openConnections += generation.requests;
+    const openConnections = this.#requests;
     void closed.then(() => this.#resolveFinished());
     return outcome === "closed"
       ? { graceful: true, openConnections: 0 }
@@ -231,12 +277,34 @@ export class HttpsListener implements Listener {
       id,
       listener,
       fingerprint,
-      handler: this.#handler,
-      onError: this.#options.onError ?? internalServerError,
+      onConnection: (conn, from) => this.#relay(conn, from),
+      onAcceptError: (error) =>
+        this.#logger.warn("Cannot accept an HTTPS connection: {error}", {
+          error: String(error),
+          generation: id,
+        }),
     });
     slot.generation = generation;
     this.#nextId++;
     return generation;
+  }
+
+  #relay(conn: Deno.TlsConn, generation: Generation): void {
+    generation.connections++;
+    const relay = relayTls(conn, {
+      inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
+      firstBytesTimeoutMs: this.#firstBytesTimeoutMs,
+      register: (port, peer) => this.#peers.set(port, peer),
+      unregister: (port) => this.#peers.delete(port),
+    });
+    this.#relays.add(relay);
+    void relay.done.then(() => {
+      this.#relays.delete(relay);
+      generation.connections--;
+      if (generation !== this.#current && generation.connections === 0) {
+        this.#retired.delete(generation);
+      }
+    });
   }
 
   #resolve(generation: Generation | undefined, serverName: string): TlsKeyPair {
@@ -292,25 +360,8 @@ export class HttpsListener implements Listener {
       serverNames: old.serverNames,
       port: this.addr.port,
     });
-    this.#retire(old);
-  }
-
-  #retire(generation: Generation): void {
-    const started = performance.now();
-    // Both sockets accept for overlapMs: the old generation's fresh connections get to send their
-    // request meanwhile (the kernel sends half of the new ones to each), which halved the failures.
-    const overlap = setTimeout(() => {
-      this.#timers.delete(overlap);
-      void generation.stopAccepting();
-    }, this.#overlapMs);
-    this.#timers.add(overlap);
-    const done = generation.closed().then(() => {
-      this.#retiring.delete(generation);
-      this.#logger.debug("Closed HTTPS listener generation {generation}", {
-        generation: generation.id,
-        durationMs: Math.round(performance.now() - started),
-      });
-    });
-    this.#retiring.set(generation, done);
+    // The new socket listens: close the old one. Its connections carry on.
+    void old.stopAccepting();
+    if (old.connections > 0) this.#retired.add(old);
   }
 }

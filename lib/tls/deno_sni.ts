@@ -17,8 +17,15 @@
  *   and can stop accepting without closing connections that have not sent
  *   their first request yet (Deno's graceful shutdown of a listener does).
  *   But on Deno 2.9.6 its server ends when a connection is upgraded, and
- *   closes the WebSocket right after the 101: Sluice serves HTTPS with
- *   `serveHttpOnListener`, and keeps this one for the test that pins it.
+ *   closes the WebSocket right after the 101.
+ *
+ * Sluice uses only the resolver: it accepts TLS connections itself and
+ * relays them into a plain HTTP server (`lib/server/https_listener.ts`).
+ * Serving a TLS socket with either serve function, Deno 2.9.6 writes a
+ * response's head and body separately on a socket without `TCP_NODELAY`
+ * (which cannot be set on a TLS connection), and the client's delayed ACK
+ * held each keep-alive response about 40 ms. The serve functions stay here
+ * for the tests that pin these behaviours.
  *
  * Caveats, measured on Deno 2.9.6 (see `shared/DENO-FACTS.md` 14-17):
  * - Deno caches the resolver's answer per server name for the listener's

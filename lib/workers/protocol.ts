@@ -27,8 +27,6 @@ export interface WorkerConfig {
   readonly httpsPort: number | null;
   /** See `HttpsListenerOptions.maxServerNames`. */
   readonly maxServerNames?: number;
-  /** See `HttpsListenerOptions.firstRequestGraceMs`. */
-  readonly firstRequestGraceMs?: number;
   /** Options for the worker's request handler factory (plain data; e.g. the proxy's timeouts and HSTS). */
   readonly handlerOptions?: unknown;
   /** Log configuration to install in the worker (each isolate has its own sinks). */

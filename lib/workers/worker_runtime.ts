@@ -143,9 +143,6 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         port: config.httpsPort,
         certificates: () => snapshot().certificates,
         ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
-        ...(config.firstRequestGraceMs === undefined
-          ? {}
-          : { firstRequestGraceMs: config.firstRequestGraceMs }),
         logger: logger(),
       });
       listeners.push(https);

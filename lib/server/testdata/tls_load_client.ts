@@ -37,19 +37,27 @@ let resets = 0;
 let unanswered = 0;
 const errors: Record<string, number> = {};
 
+/** Whether `error` is the kernel resetting a connection before any TLS byte came back. */
+function isEarlyReset(error: unknown): boolean {
+  // ECONNRESET, or ENOTCONN when the reset landed while the handshake was being written.
+  return error instanceof Deno.errors.ConnectionReset ||
+    error instanceof Deno.errors.NotConnected;
+}
+
 /** Connects and completes the TLS handshake; `undefined` when the kernel reset the connection first. */
 async function handshake(): Promise<Deno.TlsConn | undefined> {
-  const tcp = await Deno.connect({ hostname: "127.0.0.1", port: options.port });
-  const conn = await Deno.startTls(tcp, {
-    hostname: options.serverName,
-    caCerts: options.caCerts,
-  });
+  let conn: Deno.TlsConn | undefined;
   try {
+    const tcp = await Deno.connect({ hostname: "127.0.0.1", port: options.port });
+    conn = await Deno.startTls(tcp, {
+      hostname: options.serverName,
+      caCerts: options.caCerts,
+    });
     await conn.handshake();
     return conn;
   } catch (error) {
-    conn.close();
-    if (error instanceof Deno.errors.ConnectionReset) return undefined;
+    conn?.close();
+    if (isEarlyReset(error)) return undefined;
     throw error;
   }
 }

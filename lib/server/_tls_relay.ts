@@ -1,0 +1,156 @@
+/**
+ * One HTTPS connection, relayed: completes the TLS handshake and waits for
+ * the client's first bytes (bounded in time), opens a loopback connection to the listener's inner HTTP server,
+ * registers which client that inner connection stands for, and copies bytes
+ * both ways until either side ends.
+ *
+ * Why a relay and not Deno serving the TLS socket itself (see
+ * `https_listener.ts`): the inner server lives as long as the listener, so
+ * its connections and WebSockets outlive any TLS listener generation; and
+ * the inner server writes a response's head and body to it in one write,
+ * which reaches the client as one TLS write. (Deno 2.9.6 serving a TLS
+ * socket writes them separately, and without `TCP_NODELAY`, which Deno
+ * cannot set on a TLS connection, the client's delayed ACK held every
+ * keep-alive response for about 40 ms.)
+ *
+ * Each relay holds two small buffers (one per direction) for its life.
+ * Knows nothing of HTTP, certificates or routing.
+ *
+ * @module
+ */
+
+/** Who an inner connection stands for, looked up by its local port. */
+export interface RelayPeer {
+  /** The client's address, as the TLS socket saw it. */
+  readonly remoteAddr: Deno.NetAddr;
+}
+
+/** Options of {@linkcode relayTls}. */
+export interface RelayOptions {
+  /** The inner HTTP server's loopback address. */
+  readonly inner: { readonly hostname: string; readonly port: number };
+  /** How long a client may take to complete its TLS handshake and send its first bytes. */
+  readonly firstBytesTimeoutMs: number;
+  /** Called once the inner connection exists, before any byte is relayed; `port` is its local port. */
+  readonly register: (port: number, peer: RelayPeer) => void;
+  /** Called when the relay ends, for a registered port. */
+  readonly unregister: (port: number) => void;
+}
+
+/** A running relay. */
+export interface Relay {
+  /** Resolves when both connections are closed; never rejects. */
+  readonly done: Promise<void>;
+  /** The handshake is done and the inner connection open. */
+  readonly connected: boolean;
+  /** Closes both connections at once. */
+  stop(): void;
+}
+
+/** Bytes read at once from the client (requests are mostly small). */
+const CLIENT_BUFFER_BYTES = 8 * 1024;
+/** Bytes read at once from the inner server: one full TLS record. */
+const INNER_BUFFER_BYTES = 16 * 1024;
+
+/** Copies `from` into `to` until `from` ends; then half-closes `to` when asked. */
+async function pump(
+  from: Deno.Conn,
+  to: Deno.Conn,
+  buffer: Uint8Array,
+  onEnd: () => void,
+): Promise<void> {
+  try {
+    while (true) {
+      const n = await from.read(buffer);
+      if (n === null) break;
+      let written = 0;
+      while (written < n) written += await to.write(buffer.subarray(written, n));
+    }
+  } finally {
+    onEnd();
+  }
+}
+
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // Already closed.
+  }
+}
+
+/**
+ * Relays one accepted TLS connection into the inner server; resolves when
+ * both are closed. Never rejects: a failed handshake, an unreachable inner
+ * server or a broken connection just ends the relay. `stop` closes both
+ * sides at once (for a relay whose inner side cannot end it, e.g. one still
+ * in its handshake at shutdown).
+ */
+export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
+  let inner: Deno.TcpConn | undefined;
+  let stopped = false;
+  const stop = () => {
+    stopped = true;
+    closeQuietly(conn);
+    if (inner !== undefined) closeQuietly(inner);
+  };
+  const run = async () => {
+    // The first read drives the TLS handshake and waits for the client's first bytes, bounded in
+    // time. (An explicit handshake() cannot be cancelled on Deno 2.9.6: closing the connection
+    // does not end it, so a client that stalls mid-handshake would hold its socket forever; a
+    // pending read is cancelled by close().)
+    const clientBuffer = new Uint8Array(CLIENT_BUFFER_BYTES);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let first: number | null;
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error("TLS handshake timed out")),
+          options.firstBytesTimeoutMs,
+        );
+      });
+      first = await Promise.race([conn.read(clientBuffer), timeout]);
+      if (first === null || stopped) throw new Error("closed before a request");
+      inner = await Deno.connect({ ...options.inner, transport: "tcp" });
+    } catch {
+      stop();
+      return;
+    } finally {
+      clearTimeout(timer);
+    }
+    const innerConn = inner;
+    if (stopped) {
+      stop();
+      return;
+    }
+    innerConn.setNoDelay(true);
+    const port = (innerConn.localAddr as Deno.NetAddr).port;
+    options.register(port, { remoteAddr: conn.remoteAddr });
+    relay.connected = true;
+    try {
+      let written = 0;
+      while (written < first) {
+        written += await innerConn.write(clientBuffer.subarray(written, first));
+      }
+      await Promise.allSettled([
+        // The client finished sending: let the inner server see the end of the request stream.
+        pump(conn, innerConn, clientBuffer, () => {
+          innerConn.closeWrite().catch(() => closeQuietly(innerConn));
+        }),
+        // The inner server closed (or failed): the connection is over once the client has it all
+        // (closeWrite flushes and sends TLS close_notify; close alone may drop what is buffered).
+        pump(innerConn, conn, new Uint8Array(INNER_BUFFER_BYTES), () => {
+          conn.closeWrite().then(stop, stop);
+        }),
+      ]);
+    } catch {
+      // The inner server went away before the first bytes were passed on.
+    } finally {
+      stop();
+      options.unregister(port);
+    }
+  };
+  const relay = { done: Promise.resolve(), connected: false, stop };
+  relay.done = run();
+  return relay;
+}
