@@ -11,7 +11,8 @@
  * Installs nginx and wrk from Debian with apt-get when missing (needs root).
  * Everything runs as the current user from a temporary directory; no system
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
- * `--sizes 1k` (or `1m`) to measure one response size while iterating.
+ * `--sizes 1k` (or `1m`, or `tls`: 1 KiB over HTTPS, nginx terminating TLS
+ * against Sluice's HTTPS listener) to measure one case while iterating.
  *
  * Sluice runs with the runtime flags of `deno task start` (read from
  * deno.json) that matter for speed and memory: `--unstable-no-legacy-abort`
@@ -21,6 +22,7 @@
  *
  * @module
  */
+import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { startFlags } from "../support/sluice_process.ts";
 
 const ROOT = new URL("../../", import.meta.url);
@@ -36,7 +38,9 @@ const ROUNDS = option("rounds", 3);
 const DURATION_S = option("duration", 5);
 const CONNECTIONS = option("connections", 64);
 const CPUS = navigator.hardwareConcurrency;
-const SIZES = Deno.args.includes("--sizes") ? Deno.args[Deno.args.indexOf("--sizes") + 1] : "1k,1m";
+const SIZES = Deno.args.includes("--sizes")
+  ? Deno.args[Deno.args.indexOf("--sizes") + 1]
+  : "1k,1m,tls";
 /** Runtime flags shared with `deno task start` (see the module comment). */
 const SLUICE_FLAGS = (await startFlags()).filter((flag) =>
   flag.startsWith("--unstable-") || flag.startsWith("--v8-flags=")
@@ -45,6 +49,8 @@ const SLUICE_FLAGS = (await startFlags()).filter((flag) =>
 interface Target {
   readonly name: string;
   readonly port: number;
+  /** Default `http`. */
+  readonly scheme?: "http" | "https";
   /** Processes whose CPU time counts as the proxy's (none for direct). */
   readonly pids: () => Promise<number[]>;
 }
@@ -172,7 +178,7 @@ async function wrk(target: Target, path: string): Promise<Sample> {
     `-c${CONNECTIONS}`,
     `-d${DURATION_S}s`,
     "--latency",
-    `http://127.0.0.1:${target.port}${path}`,
+    `${target.scheme ?? "http"}://127.0.0.1:${target.port}${path}`,
   ]);
   const wall = (performance.now() - started) / 1000;
   const cores = pids.length === 0 ? 0 : (await cpuSeconds(pids) - cpuBefore) / wall;
@@ -202,7 +208,18 @@ async function main(): Promise<void> {
       await Deno.chmod(`${dir}/${file}`, 0o755);
     }
 
-    const [backendPort = 0, nginxPort = 0, sluice1Port = 0, sluiceNPort = 0] = freePorts(4);
+    const [
+      backendPort = 0,
+      nginxPort = 0,
+      sluice1Port = 0,
+      sluiceNPort = 0,
+      nginxTlsPort = 0,
+      sluice1TlsPort = 0,
+      sluiceNTlsPort = 0,
+    ] = freePorts(7);
+    const certificate = await generateSelfSignedCertificate({ hostnames: ["bench.test"] });
+    await Deno.writeTextFile(`${dir}/tls.crt`, certificate.certPem);
+    await Deno.writeTextFile(`${dir}/tls.key`, certificate.keyPem);
     const backend = await startNginx(
       dir,
       "backend",
@@ -223,10 +240,21 @@ async function main(): Promise<void> {
       proxy_set_header Connection "";
       proxy_buffering on;
     }
+  }
+  server {
+    listen 127.0.0.1:${nginxTlsPort} ssl;
+    ssl_certificate ${dir}/tls.crt;
+    ssl_certificate_key ${dir}/tls.key;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering on;
+    }
   }`,
     );
     children.push(nginx);
-    const sluice = (port: number, workers: number) =>
+    const sluice = (port: number, tlsPort: number, workers: number) =>
       new Deno.Command(DENO, {
         args: [
           "run",
@@ -240,13 +268,15 @@ async function main(): Promise<void> {
           String(workers),
           "--backend",
           `127.0.0.1:${backendPort}`,
+          "--https-port",
+          String(tlsPort),
         ],
         cwd: ROOT,
         stdout: "piped",
         stderr: "inherit",
       }).spawn();
-    const sluice1 = sluice(sluice1Port, 1);
-    const sluiceN = sluice(sluiceNPort, CPUS);
+    const sluice1 = sluice(sluice1Port, sluice1TlsPort, 1);
+    const sluiceN = sluice(sluiceNPort, sluiceNTlsPort, CPUS);
     children.push(sluice1, sluiceN);
     const readyLine = async (child: Deno.ChildProcess) => {
       const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
@@ -273,13 +303,38 @@ async function main(): Promise<void> {
         pids: () => Promise.resolve([readyN.pid]),
       },
     ];
+    // Over HTTPS (keep-alive, so mostly the cost of TLS records, not of handshakes): nginx
+    // terminating TLS against Sluice's TLS relay.
+    const tlsTargets: Target[] = [
+      {
+        name: "nginx proxy, 1 worker",
+        port: nginxTlsPort,
+        scheme: "https",
+        pids: () => childPids(nginx.pid),
+      },
+      {
+        name: "Sluice, 1 worker",
+        port: sluice1TlsPort,
+        scheme: "https",
+        pids: () => Promise.resolve([ready1.pid]),
+      },
+      {
+        name: `Sluice, ${CPUS} workers`,
+        port: sluiceNTlsPort,
+        scheme: "https",
+        pids: () => Promise.resolve([readyN.pid]),
+      },
+    ];
     const rss = new Map<string, number>();
-    const sizes = ([["1 KiB", "/1k.bin", "1k"], ["1 MiB", "/1m.bin", "1m"]] as const)
-      .filter(([, , key]) => SIZES?.split(",").includes(key));
-    for (const [label, path] of sizes) {
-      const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
+    const sizes = ([
+      ["1 KiB", "/1k.bin", "1k", targets],
+      ["1 MiB", "/1m.bin", "1m", targets],
+      ["1 KiB over HTTPS", "/1k.bin", "tls", tlsTargets],
+    ] as const).filter(([, , key]) => SIZES?.split(",").includes(key));
+    for (const [label, path, , caseTargets] of sizes) {
+      const samples = new Map<string, Sample[]>(caseTargets.map((t) => [t.name, []]));
       for (let round = 0; round < ROUNDS; round++) {
-        for (const target of targets) {
+        for (const target of caseTargets) {
           samples.get(target.name)!.push(await wrk(target, path));
           for (
             const [name, pid] of [["Sluice, 1 worker", ready1.pid], [
@@ -293,13 +348,13 @@ async function main(): Promise<void> {
       }
       const med = (name: string, key: keyof Sample) =>
         median(samples.get(name)!.map((s) => s[key]));
-      const base = targets[1]!.name;
+      const base = caseTargets.find((t) => t.name.startsWith("nginx proxy"))!.name;
       console.log(`\n${label} responses`);
       console.log(
         "| target | req/s | vs nginx | p50 ms | p99 ms | p99 vs nginx | proxy CPU (cores) | req/s per proxy core |",
       );
       console.log("|---|---|---|---|---|---|---|---|");
-      for (const target of targets) {
+      for (const target of caseTargets) {
         const rps = med(target.name, "rps");
         const cores = med(target.name, "cores");
         const p99 = med(target.name, "p99");

@@ -7,7 +7,8 @@
  * handler from `lib/proxy/` when it exists (`createProxyHandler`), else a
  * minimal streaming `fetch` proxy (clearly reported as such).
  *
- * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081`
+ * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443]`
+ * (HTTPS with a generated self-signed default certificate).
  * (`--hello` answers a static 1 KiB body instead of proxying: the listeners and workers alone).
  * Prints one JSON line `{ "ready": true, "handler": "...", "port": n }` when serving; stops on SIGTERM or SIGINT.
  *
@@ -117,7 +118,7 @@ if ("WorkerGlobalScope" in globalThis) {
     config: {
       hostname: "127.0.0.1",
       httpPort: Number(flag("port")),
-      httpsPort: null,
+      httpsPort: Deno.args.includes("--https-port") ? Number(flag("https-port")) : null,
       handlerOptions: Deno.args.includes("--hello") ? "hello" : "proxy",
     },
     snapshot: { version: 1, data },
