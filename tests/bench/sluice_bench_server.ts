@@ -3,9 +3,8 @@
 /**
  * Sluice as the benchmark runs it: one route (any host, `/`) to one backend,
  * served on `--port` by `--workers` serving workers (the real
- * `lib/workers/` pool and `lib/server/` listeners), with the real proxy
- * handler from `lib/proxy/` when it exists (`createProxyHandler`), else a
- * minimal streaming `fetch` proxy (clearly reported as such).
+ * `lib/workers/` pool and `lib/server/` listeners) with the real proxy
+ * handler (`createProxyHandler` from `lib/proxy/`).
  *
  * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443]`
  * (HTTPS with a generated self-signed default certificate).
@@ -17,64 +16,31 @@
  * @module
  */
 import type { Snapshot } from "../../lib/routing/snapshot.ts";
+import { createProxyHandler } from "../../lib/proxy/proxy_handler.ts";
 import type { RequestHandler } from "../../lib/server/listener.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { compileStubSnapshot, type StubSnapshotData } from "../../lib/workers/stub_snapshot.ts";
 import { startWorkerPool } from "../../lib/workers/worker_pool.ts";
 import { runWorker, type WorkerScope } from "../../lib/workers/worker_runtime.ts";
 
-/** Modules that may export the real proxy handler factory, tried in order. */
-const PROXY_MODULES = [
-  "../../lib/proxy/proxy_handler.ts",
-  "../../lib/proxy/handler.ts",
-  "../../lib/proxy/mod.ts",
-];
-
 type HandlerFactory = (
   options: { snapshot: () => Snapshot; handlerOptions: unknown },
 ) => RequestHandler;
 
-async function loadHandlerFactory(
-  hello: boolean,
-): Promise<{ name: string; create: HandlerFactory }> {
+/**
+ * The handler the workers serve with. Imported statically: on Deno 2.9.6 a
+ * worker whose top-level code awaited a dynamic `import()` of a module
+ * changed since the last run never finished loading (the bench hung right
+ * after a source edit).
+ */
+function handlerFactory(hello: boolean): { name: string; create: HandlerFactory } {
   if (hello) {
     const body = new Uint8Array(1024).fill(97);
     return { name: "static 1 KiB (no upstream)", create: () => () => new Response(body) };
   }
-  for (const path of PROXY_MODULES) {
-    try {
-      const module = await import(new URL(path, import.meta.url).href);
-      if (typeof module.createProxyHandler === "function") {
-        return { name: `lib/proxy ${path.split("/").pop()}`, create: module.createProxyHandler };
-      }
-    } catch {
-      // Not there (yet).
-    }
-  }
   return {
-    name: "minimal fetch proxy (lib/proxy has no createProxyHandler yet)",
-    create: fetchProxy,
-  };
-}
-
-/** A minimal streaming proxy over `fetch`, round-robin over the route's endpoints. */
-function fetchProxy(options: { snapshot: () => Snapshot }): RequestHandler {
-  const client = Deno.createHttpClient({ allowHost: true, poolMaxIdlePerHost: 1024 });
-  let next = 0;
-  return (req) => {
-    const url = new URL(req.url);
-    const match = options.snapshot().routes.lookup(url.host, url.pathname);
-    if (match === undefined) return new Response("Not Found\n", { status: 404 });
-    const endpoints = match.backend.endpoints;
-    if (endpoints.length === 0) return new Response("Service Unavailable\n", { status: 503 });
-    const endpoint = endpoints[next++ % endpoints.length]!;
-    return fetch(`http://${endpoint.address}:${endpoint.port}${url.pathname}${url.search}`, {
-      method: req.method,
-      headers: req.headers,
-      body: req.body,
-      redirect: "manual",
-      client,
-    }).catch(() => new Response("Bad Gateway\n", { status: 502 }));
+    name: "lib/proxy proxy_handler.ts",
+    create: (options) => createProxyHandler({ snapshot: options.snapshot }),
   };
 }
 
@@ -86,10 +52,7 @@ function flag(name: string, fallback?: string): string {
 }
 
 if ("WorkerGlobalScope" in globalThis) {
-  const factories = {
-    proxy: await loadHandlerFactory(false),
-    hello: await loadHandlerFactory(true),
-  };
+  const factories = { proxy: handlerFactory(false), hello: handlerFactory(true) };
   runWorker<StubSnapshotData>(self as unknown as WorkerScope, {
     compile: (data, version) => compileStubSnapshot({ ...data, version }),
     createHandler: (options) =>
@@ -123,7 +86,7 @@ if ("WorkerGlobalScope" in globalThis) {
     },
     snapshot: { version: 1, data },
   });
-  const { name } = await loadHandlerFactory(Deno.args.includes("--hello"));
+  const { name } = handlerFactory(Deno.args.includes("--hello"));
   console.log(JSON.stringify({ ready: true, handler: name, port: pool.httpPort, pid: Deno.pid }));
   const stop = Promise.withResolvers<void>();
   Deno.addSignalListener("SIGTERM", stop.resolve);
