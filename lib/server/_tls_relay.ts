@@ -7,11 +7,13 @@
  * Why a relay and not Deno serving the TLS socket itself (see
  * `https_listener.ts`): the inner server lives as long as the listener, so
  * its connections and WebSockets outlive any TLS listener generation; and
- * the inner server writes a response's head and body to it in one write,
+ * the inner server writes a small response's head and body in one write,
  * which reaches the client as one TLS write. (Deno 2.9.6 serving a TLS
  * socket writes them separately, and without `TCP_NODELAY`, which Deno
  * cannot set on a TLS connection, the client's delayed ACK held every
- * keep-alive response for about 40 ms.)
+ * keep-alive response for about 40 ms.) Responses larger than one read
+ * (16 KiB) or streamed in several writes still reach the TLS socket in
+ * several writes and can still wait for the client's ACK.
  *
  * Each relay holds two small buffers (one per direction) for its life.
  * Knows nothing of HTTP, certificates or routing.
@@ -33,8 +35,12 @@ export interface RelayOptions {
   readonly firstBytesTimeoutMs: number;
   /** Called once the inner connection exists, before any byte is relayed; `port` is its local port. */
   readonly register: (port: number, peer: RelayPeer) => void;
-  /** Called when the relay ends, for a registered port. */
-  readonly unregister: (port: number) => void;
+  /**
+   * Called when the relay ends, with what it registered. The port may already
+   * stand for another relay's new connection (the inner connection closed
+   * before the relay ended): only an entry still equal to `peer` is its own.
+   */
+  readonly unregister: (port: number, peer: RelayPeer) => void;
 }
 
 /** A running relay. */
@@ -96,9 +102,9 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
   };
   const run = async () => {
     // The first read drives the TLS handshake and waits for the client's first bytes, bounded in
-    // time. (An explicit handshake() cannot be cancelled on Deno 2.9.6: closing the connection
-    // does not end it, so a client that stalls mid-handshake would hold its socket forever; a
-    // pending read is cancelled by close().)
+    // time; close() cancels it. (Deno 2.9.6 caveat: a client that never sent a byte of its
+    // ClientHello keeps its socket even after close(), until it leaves; a partial ClientHello,
+    // or a finished handshake without a request, is closed.)
     const clientBuffer = new Uint8Array(CLIENT_BUFFER_BYTES);
     let timer: ReturnType<typeof setTimeout> | undefined;
     let first: number | null;
@@ -123,11 +129,13 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
       stop();
       return;
     }
-    innerConn.setNoDelay(true);
-    const port = (innerConn.localAddr as Deno.NetAddr).port;
-    options.register(port, { remoteAddr: conn.remoteAddr });
-    relay.connected = true;
+    let port = 0;
+    const peer: RelayPeer = { remoteAddr: conn.remoteAddr };
     try {
+      innerConn.setNoDelay(true);
+      port = (innerConn.localAddr as Deno.NetAddr).port;
+      options.register(port, peer);
+      relay.connected = true;
       let written = 0;
       while (written < first) {
         written += await innerConn.write(clientBuffer.subarray(written, first));
@@ -147,7 +155,7 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
       // The inner server went away before the first bytes were passed on.
     } finally {
       stop();
-      options.unregister(port);
+      if (port !== 0) options.unregister(port, peer);
     }
   };
   const relay = { done: Promise.resolve(), connected: false, stop };

@@ -25,15 +25,19 @@
  *   WebSockets all carry on. (Serving each generation with Deno's own
  *   `serveHttpOnListener` instead closed, at every rotation, the connections
  *   that had not sent a request yet and every WebSocket of the generation,
- *   and held each keep-alive response about 40 ms for want of `TCP_NODELAY`;
- *   the relay costs one loopback hop and copy per byte.)
+ *   and held each small keep-alive response about 40 ms for want of
+ *   `TCP_NODELAY`; see `_tls_relay.ts` for what remains of that. The relay
+ *   costs one loopback hop, one copy per byte and two more descriptors per
+ *   connection.)
  *
  * The only connections a rotation can lose are those the kernel queued on
  * the old socket in the instant it closes, before the accept loop took them
  * (reset before any byte; `net.ipv4.tcp_migrate_req=1` hands them to the new
  * socket instead). The inner server answers only connections from its own
- * relays (421 otherwise). In-flight requests are never cut: bounding them is
- * the request handler's job.
+ * relays (421 otherwise). Shutdown is Deno's graceful one on the inner
+ * server: requests whose body has arrived finish, an upload still arriving
+ * is cut (as with `Deno.serve`). Idle keep-alive connections are not timed
+ * out here (nor by `Deno.serve`).
  *
  * Knows the certificate table's interface, not how it is built; nothing of
  * routes or Kubernetes.
@@ -85,7 +89,7 @@ export interface HttpsListenerStats {
   readonly rotations: number;
   /** Generations whose listening socket is still open: 1 (0 once shut down). */
   readonly accepting: number;
-  /** Replaced generations whose connections are still open. */
+  /** Replaced generations still closing their socket or holding connections. */
   readonly draining: number;
   /** Open client connections, all generations (including ones still in their TLS handshake). */
   readonly connections: number;
@@ -109,7 +113,7 @@ const INNER_HOSTNAME = "127.0.0.1";
 function misdirected(): Response {
   return new Response("Misdirected Request\n", {
     status: 421,
-    headers: { "content-type": "text/plain; charset=utf-8", connection: "close" },
+    headers: { "content-type": "text/plain; charset=utf-8" },
   });
 }
 
@@ -159,8 +163,10 @@ export class HttpsListener implements Listener {
       onError: options.onError ?? internalServerError,
       onListen: () => {},
     }, (req, info) => {
-      // Read now: Deno's info.remoteAddr throws once the response has been sent.
-      const peer = this.#peers.get(info.remoteAddr.port);
+      // Read now: Deno's info.remoteAddr throws once the response has been sent. Relays connect
+      // from INNER_HOSTNAME; a port alone could be borrowed from another loopback address.
+      const from = info.remoteAddr;
+      const peer = from.hostname === INNER_HOSTNAME ? this.#peers.get(from.port) : undefined;
       if (peer === undefined) return misdirected();
       this.#requests++;
       let counted = true;
@@ -190,8 +196,7 @@ export class HttpsListener implements Listener {
 
   /** Counters for tests, metrics and logs. */
   get stats(): HttpsListenerStats {
-    let draining = 0;
-    for (const generation of this.#retired) if (generation.connections > 0) draining++;
+    const draining = this.#retired.size;
     return {
       generation: this.#current.id,
       serverNames: this.#current.serverNames,
@@ -216,8 +221,7 @@ export class HttpsListener implements Listener {
   refresh(): boolean {
     if (this.#shutdown !== undefined) return false;
     if (this.#options.certificates().fingerprint === this.#current.fingerprint) return false;
-    this.#rotate("certificates");
-    return true;
+    return this.#rotate("certificates");
   }
 
   /** Opens a new generation now and closes the accepting one's socket. */
@@ -295,15 +299,15 @@ export class HttpsListener implements Listener {
       inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
       firstBytesTimeoutMs: this.#firstBytesTimeoutMs,
       register: (port, peer) => this.#peers.set(port, peer),
-      unregister: (port) => this.#peers.delete(port),
+      unregister: (port, peer) => {
+        if (this.#peers.get(port) === peer) this.#peers.delete(port);
+      },
     });
     this.#relays.add(relay);
     void relay.done.then(() => {
       this.#relays.delete(relay);
       generation.connections--;
-      if (generation !== this.#current && generation.connections === 0) {
-        this.#retired.delete(generation);
-      }
+      this.#forgetIfDrained(generation);
     });
   }
 
@@ -338,7 +342,8 @@ export class HttpsListener implements Listener {
     });
   }
 
-  #rotate(reason: RotationReason): void {
+  /** Opens a new generation and closes the current one's socket; false when it could not open one. */
+  #rotate(reason: RotationReason): boolean {
     const old = this.#current;
     let next: Generation;
     try {
@@ -349,7 +354,7 @@ export class HttpsListener implements Listener {
         port: this.addr.port,
         reason,
       });
-      return;
+      return false;
     }
     this.#current = next;
     this.#rotations++;
@@ -360,8 +365,16 @@ export class HttpsListener implements Listener {
       serverNames: old.serverNames,
       port: this.addr.port,
     });
-    // The new socket listens: close the old one. Its connections carry on.
-    void old.stopAccepting();
-    if (old.connections > 0) this.#retired.add(old);
+    // The new socket listens: close the old one. Its connections carry on; it is draining until
+    // its accept loop has ended and its last connection closed.
+    this.#retired.add(old);
+    void old.stopAccepting().then(() => this.#forgetIfDrained(old));
+    return true;
+  }
+
+  #forgetIfDrained(generation: Generation): void {
+    if (generation !== this.#current && !generation.accepting && generation.connections === 0) {
+      this.#retired.delete(generation);
+    }
   }
 }

@@ -90,6 +90,21 @@ Deno.test("listenHttps() tells the handler the request is secure, its port and t
     assertEquals(seen[0]!.secure, true);
     assertEquals(seen[0]!.localPort, port);
     assertEquals(seen[0]!.remoteAddr.hostname, "127.0.0.1");
+    // The client's own address, not the relay's connection to the inner server.
+    const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
+    const clientPort = (tcp.localAddr as Deno.NetAddr).port;
+    const conn = await Deno.startTls(tcp, { hostname: "a.test", caCerts: [certA.certPem] });
+    try {
+      await conn.write(
+        new TextEncoder().encode("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"),
+      );
+      await within(5_000, "the answer", new Response(conn.readable).text());
+    } catch (error) {
+      conn.close();
+      throw error;
+    }
+    assertEquals(seen.length, 2);
+    assertEquals(seen[1]!.remoteAddr.port, clientPort);
     assertEquals(
       await tlsHandshake(port, {
         serverName: "a.test",
