@@ -21,10 +21,17 @@
  * @module
  */
 
-/** Who an inner connection stands for, looked up by its local port. */
+/**
+ * Who an inner connection stands for, looked up by its local port; the
+ * inner server keeps its request counts up to date.
+ */
 export interface RelayPeer {
   /** The client's address, as the TLS socket saw it. */
   readonly remoteAddr: Deno.NetAddr;
+  /** Requests of this connection in flight (until each response has been sent). */
+  requests: number;
+  /** The connection asked for an upgrade (a WebSocket): it is never idle-timed-out. */
+  upgraded: boolean;
 }
 
 /** Options of {@linkcode relayTls}. */
@@ -33,6 +40,11 @@ export interface RelayOptions {
   readonly inner: { readonly hostname: string; readonly port: number };
   /** How long a client may take to complete its TLS handshake and send its first bytes. */
   readonly firstBytesTimeoutMs: number;
+  /**
+   * A connection with no request in flight and no byte either way for this
+   * long is closed (keep-alive timeout); upgraded connections never are.
+   */
+  readonly idleTimeoutMs: number;
   /** Called once the inner connection exists, before any byte is relayed; `port` is its local port. */
   readonly register: (port: number, peer: RelayPeer) => void;
   /**
@@ -58,17 +70,24 @@ const CLIENT_BUFFER_BYTES = 8 * 1024;
 /** Bytes read at once from the inner server: one full TLS record. */
 const INNER_BUFFER_BYTES = 16 * 1024;
 
-/** Copies `from` into `to` until `from` ends; then half-closes `to` when asked. */
+/** Bytes copied by a relay, both ways: the idle check compares two readings. */
+interface Activity {
+  bytes: number;
+}
+
+/** Copies `from` into `to` until `from` ends, counting bytes; then calls `onEnd`. */
 async function pump(
   from: Deno.Conn,
   to: Deno.Conn,
   buffer: Uint8Array,
+  activity: Activity,
   onEnd: () => void,
 ): Promise<void> {
   try {
     while (true) {
       const n = await from.read(buffer);
       if (n === null) break;
+      activity.bytes += n;
       let written = 0;
       while (written < n) written += await to.write(buffer.subarray(written, n));
     }
@@ -95,8 +114,10 @@ function closeQuietly(conn: Deno.Conn): void {
 export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
   let inner: Deno.TcpConn | undefined;
   let stopped = false;
+  let idleTimer: ReturnType<typeof setTimeout> | undefined;
   const stop = () => {
     stopped = true;
+    clearTimeout(idleTimer);
     closeQuietly(conn);
     if (inner !== undefined) closeQuietly(inner);
   };
@@ -130,24 +151,37 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
       return;
     }
     let port = 0;
-    const peer: RelayPeer = { remoteAddr: conn.remoteAddr };
+    const peer: RelayPeer = { remoteAddr: conn.remoteAddr, requests: 0, upgraded: false };
+    const activity: Activity = { bytes: first };
+    // One timer per connection, re-armed while anything moved or a request is in flight.
+    let seen = -1;
+    const checkIdle = () => {
+      if (stopped) return;
+      if (activity.bytes === seen && peer.requests === 0 && !peer.upgraded) {
+        stop();
+        return;
+      }
+      seen = activity.bytes;
+      idleTimer = setTimeout(checkIdle, options.idleTimeoutMs);
+    };
     try {
       innerConn.setNoDelay(true);
       port = (innerConn.localAddr as Deno.NetAddr).port;
       options.register(port, peer);
       relay.connected = true;
+      checkIdle();
       let written = 0;
       while (written < first) {
         written += await innerConn.write(clientBuffer.subarray(written, first));
       }
       await Promise.allSettled([
         // The client finished sending: let the inner server see the end of the request stream.
-        pump(conn, innerConn, clientBuffer, () => {
+        pump(conn, innerConn, clientBuffer, activity, () => {
           innerConn.closeWrite().catch(() => closeQuietly(innerConn));
         }),
         // The inner server closed (or failed): the connection is over once the client has it all
         // (closeWrite flushes and sends TLS close_notify; close alone may drop what is buffered).
-        pump(innerConn, conn, new Uint8Array(INNER_BUFFER_BYTES), () => {
+        pump(innerConn, conn, new Uint8Array(INNER_BUFFER_BYTES), activity, () => {
           conn.closeWrite().then(stop, stop);
         }),
       ]);

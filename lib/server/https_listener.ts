@@ -36,8 +36,8 @@
  * socket instead). The inner server answers only connections from its own
  * relays (421 otherwise). Shutdown is Deno's graceful one on the inner
  * server: requests whose body has arrived finish, an upload still arriving
- * is cut (as with `Deno.serve`). Idle keep-alive connections are not timed
- * out here (nor by `Deno.serve`).
+ * is cut (as with `Deno.serve`). A connection idle between requests is
+ * closed after `idleTimeoutMs` (WebSockets excepted).
  *
  * Knows the certificate table's interface, not how it is built; nothing of
  * routes or Kubernetes.
@@ -73,6 +73,12 @@ export interface HttpsListenerOptions {
    * its first bytes before it is closed. Default 30,000 ms.
    */
   readonly firstBytesTimeoutMs?: number;
+  /**
+   * A connection with no request in flight and no byte either way for this
+   * long is closed (keep-alive timeout; WebSockets excepted). Default 75,000 ms
+   * (nginx's `keepalive_timeout`).
+   */
+  readonly idleTimeoutMs?: number;
   /** Answers when the handler throws. Default: a bare 500. */
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Default: the `server` component logger. */
@@ -106,6 +112,9 @@ export const DEFAULT_MAX_SERVER_NAMES = 1000;
 /** Default of {@linkcode HttpsListenerOptions.firstBytesTimeoutMs}. */
 export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 30_000;
 
+/** Default of {@linkcode HttpsListenerOptions.idleTimeoutMs}. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 75_000;
+
 /** Where the inner server listens: loopback only. */
 const INNER_HOSTNAME = "127.0.0.1";
 
@@ -133,6 +142,7 @@ export class HttpsListener implements Listener {
   #logger: Logger;
   #maxServerNames: number;
   #firstBytesTimeoutMs: number;
+  #idleTimeoutMs: number;
   #inner: Deno.HttpServer<Deno.NetAddr>;
   /** Relayed clients, by the local port of their inner connection. */
   #peers = new Map<number, RelayPeer>();
@@ -151,6 +161,7 @@ export class HttpsListener implements Listener {
     this.#logger = options.logger ?? componentLogger("server");
     this.#maxServerNames = options.maxServerNames ?? DEFAULT_MAX_SERVER_NAMES;
     this.#firstBytesTimeoutMs = options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS;
+    this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     if (!(this.#maxServerNames >= 1)) {
       throw new RangeError(
         `Cannot listen for HTTPS: maxServerNames "${this.#maxServerNames}" is below 1`,
@@ -169,11 +180,14 @@ export class HttpsListener implements Listener {
       const peer = from.hostname === INNER_HOSTNAME ? this.#peers.get(from.port) : undefined;
       if (peer === undefined) return misdirected();
       this.#requests++;
+      peer.requests++;
+      if (req.headers.has("upgrade")) peer.upgraded = true;
       let counted = true;
       const done = () => {
         if (!counted) return;
         counted = false;
         this.#requests--;
+        peer.requests--;
       };
       info.completed.then(done, done);
       return handler(req, {
@@ -298,6 +312,7 @@ export class HttpsListener implements Listener {
     const relay = relayTls(conn, {
       inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
       firstBytesTimeoutMs: this.#firstBytesTimeoutMs,
+      idleTimeoutMs: this.#idleTimeoutMs,
       register: (port, peer) => this.#peers.set(port, peer),
       unregister: (port, peer) => {
         if (this.#peers.get(port) === peer) this.#peers.delete(port);
