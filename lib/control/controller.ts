@@ -36,6 +36,7 @@ import type {
 import { jsonEqual } from "../store/json_equal.ts";
 import { createTranslationMemo } from "../translate/translation_memo.ts";
 import { REAL_TIMERS, RebuildScheduler, type SchedulerTimers } from "./rebuild_scheduler.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** Translation options other than the clock and the certificate inspector. */
 export type TranslateSettings = Omit<TranslateOptions, "now" | "inspectCertificate">;
@@ -89,10 +90,6 @@ export interface ControllerStats {
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** Runs sources into a store and publishes translations of it. */
 export class Controller {

@@ -25,6 +25,7 @@ import {
   resolveKubeConfig,
   type ToConfigWorker,
 } from "./kube_config.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** An authenticated, verified way to reach one API server. */
 export interface KubeAccess {
@@ -174,7 +175,7 @@ function tokenFileReader(path: string, options: TokenFileOptions): () => Promise
       return token;
     } catch (error) {
       if (last !== undefined) return last.token;
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = errorText(error);
       throw new Error(`Cannot read token file "${path}": ${detail}`, { cause: error });
     }
   };

@@ -13,6 +13,7 @@
  * @module
  */
 import type { KubeConfig, User } from "@kubernetes/client-node";
+import { errorText } from "../log/error_text.ts";
 
 /** Header names and values, in order; plain data that crosses `postMessage`. */
 export type HeaderList = readonly (readonly [string, string])[];
@@ -87,7 +88,7 @@ export function loadKubeConfig(kc: KubeConfig, options: LoadKubeConfigOptions = 
     try {
       kc.loadFromFile(options.kubeconfig);
     } catch (error) {
-      throw new Error(`Cannot load kubeconfig "${origin}": ${errorMessage(error)}`, {
+      throw new Error(`Cannot load kubeconfig "${origin}": ${errorText(error)}`, {
         cause: error,
       });
     }
@@ -95,7 +96,7 @@ export function loadKubeConfig(kc: KubeConfig, options: LoadKubeConfigOptions = 
     try {
       kc.loadFromDefault();
     } catch (error) {
-      throw new Error(`Cannot load the default kubeconfig: ${errorMessage(error)}`, {
+      throw new Error(`Cannot load the default kubeconfig: ${errorText(error)}`, {
         cause: error,
       });
     }
@@ -139,7 +140,7 @@ export async function resolveKubeConfig(
   try {
     options = await requestOptions(kc);
   } catch (error) {
-    throw new Error(`Cannot use kubeconfig "${origin}": ${errorMessage(error)}`, { cause: error });
+    throw new Error(`Cannot use kubeconfig "${origin}": ${errorText(error)}`, { cause: error });
   }
   const user = kc.getCurrentUser();
   const kind = credentialKind(user);
@@ -197,10 +198,6 @@ export function credentialKind(user: User | null): ResolvedCredentials["kind"] {
   }
   if (provider.config?.tokenFile) return user.token || user.username ? "static" : "tokenFile";
   return "plugin";
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 interface RequestOptions {

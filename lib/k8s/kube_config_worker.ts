@@ -20,14 +20,11 @@ import {
   resolveKubeConfig,
   type ToConfigWorker,
 } from "./kube_config.ts";
+import { errorText } from "../log/error_text.ts";
 
 interface ConfigWorkerScope {
   onmessage: ((event: MessageEvent<ToConfigWorker>) => void) | null;
   postMessage(message: FromConfigWorker): void;
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Answers the main isolate's messages on `scope`. */
@@ -41,7 +38,7 @@ function serve(scope: ConfigWorkerScope): void {
       loaded = kc;
       scope.postMessage({ type: "loaded", config });
     } catch (error) {
-      scope.postMessage({ type: "loadFailed", message: message(error) });
+      scope.postMessage({ type: "loadFailed", message: errorText(error) });
     }
   };
   const headers = async (id: number) => {
@@ -49,7 +46,7 @@ function serve(scope: ConfigWorkerScope): void {
       if (loaded === undefined) throw new Error("no kubeconfig is loaded");
       scope.postMessage({ type: "headers", id, headers: await currentHeaders(loaded) });
     } catch (error) {
-      scope.postMessage({ type: "headersFailed", id, message: message(error) });
+      scope.postMessage({ type: "headersFailed", id, message: errorText(error) });
     }
   };
   scope.onmessage = (event) => {

@@ -25,6 +25,7 @@ import type { Logger } from "../log/logging.ts";
 import { abortableSleep, Backoff, type BackoffOptions } from "./_backoff.ts";
 import { KubeApiError, type KubeClient, type KubeObject, type Status } from "./kube_client.ts";
 import type { Resource } from "./resources.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** What a reflector needs of a {@linkcode KubeClient}. */
 export type ReflectorClient = Pick<KubeClient, "list" | "watch">;
@@ -122,10 +123,6 @@ const REAL_TIMERS: ReflectorTimers = {
 
 /** How many times in a row an expired continue token may restart one LIST before it counts as a failure. */
 const MAX_LIST_RESTARTS = 3;
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 function isGoneStatus(status: Status): boolean {
   return status.code === 410 || status.reason === "Expired" || status.reason === "Gone";

@@ -22,6 +22,7 @@ import type { KubeObject } from "../k8s/objects.ts";
 import { type Kind, KINDS, storeKey } from "../store/matters.ts";
 import { type ManifestObject, parseManifest } from "./manifests.ts";
 import type { ManifestSourceStatus, ObjectSource, StoreWriter } from "./source.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** Options of {@linkcode ManifestSource}. */
 export interface ManifestSourceOptions {
@@ -176,7 +177,7 @@ export class ManifestSource implements ObjectSource {
     this.#polling = true;
     this.#logger.warn(
       "Cannot watch manifests directory {directory}: {error}; re-reading it every {retryMs} ms",
-      { error: error instanceof Error ? error.message : String(error), retryMs: this.#retryMs },
+      { error: errorText(error), retryMs: this.#retryMs },
     );
     this.#schedule(this.#retryMs);
   }
@@ -187,7 +188,7 @@ export class ManifestSource implements ObjectSource {
     try {
       names = await this.#manifestNames();
     } catch (error) {
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = errorText(error);
       if (this.#directoryError !== detail) {
         this.#logger.error("Cannot read manifests directory {directory}: {error}", {
           error: detail,
@@ -214,7 +215,7 @@ export class ManifestSource implements ObjectSource {
         if (!(error instanceof Deno.errors.NotFound)) {
           this.#logger.warn("Cannot read manifest {path}: {error}", {
             path,
-            error: error instanceof Error ? error.message : String(error),
+            error: errorText(error),
           });
         }
         continue;

@@ -11,6 +11,7 @@
 import { parseAllDocuments } from "yaml";
 import type { KubeObject } from "../k8s/objects.ts";
 import { isNamespaced, type Kind, KINDS } from "../store/matters.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** An object read from a manifest. */
 export interface ManifestObject {
@@ -77,9 +78,7 @@ export function parseManifest(text: string): ManifestParse {
       value = document.toJS({ maxAliasCount: 100 });
     } catch (error) {
       problems.push(
-        `Cannot read ${where}: ${
-          firstLine(error instanceof Error ? error.message : String(error))
-        }`,
+        `Cannot read ${where}: ${firstLine(errorText(error))}`,
       );
       return;
     }

@@ -20,6 +20,7 @@ import { listenHttp } from "../server/http_listener.ts";
 import { type HttpsListener, listenHttps } from "../server/https_listener.ts";
 import type { Listener, RequestHandler } from "../server/listener.ts";
 import { type FromWorker, isToWorker, type SnapshotMessage, type ToWorker } from "./protocol.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** The part of a worker's global scope the runtime uses (`self` in a worker). */
 export interface WorkerScope {
@@ -90,7 +91,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         type: "rejected",
         worker,
         version: message.version,
-        message: error instanceof Error ? error.message : String(error),
+        message: errorText(error),
       });
       return;
     }
@@ -210,7 +211,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       scope.postMessage({
         type: "failed",
         worker,
-        message: error instanceof Error ? error.message : String(error),
+        message: errorText(error),
       });
       scope.close();
     });
