@@ -275,6 +275,8 @@ export function isWebSocketUpgrade(method: string, headers: readonly HeaderPair[
   let upgrade = false;
   let connection = false;
   for (const [name, value] of headers) {
+    // Only `upgrade` (7) and `connection` (10) matter: skip lowercasing every other name.
+    if (name.length !== 7 && name.length !== 10) continue;
     const lower = name.toLowerCase();
     if (lower === "upgrade") {
       upgrade ||= value.split(",").some((t) => t.trim().toLowerCase() === "websocket");

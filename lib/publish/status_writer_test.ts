@@ -7,6 +7,7 @@ import {
   planStatus,
   type StatusClient,
   StatusWriter,
+  type StatusWriterOptions,
 } from "./status_writer.ts";
 
 function ingress(
@@ -110,6 +111,22 @@ Deno.test("planStatus() plans nothing while the desired addresses are unknown", 
   );
 });
 
+/** Sync input in which every named Ingress (no status yet, resourceVersion "1") is ours. */
+function owning(...keys: string[]) {
+  return { ingresses: keys.map((key) => ingress(key)), owned: new Set(keys) };
+}
+
+/** A writer publishing `192.0.2.1`: leader, no hold-off, unless `options` say otherwise. */
+function leaderWriter(client: StatusClient, options: Partial<StatusWriterOptions> = {}) {
+  return new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+    ...options,
+  });
+}
+
 /** A client that records status patches and answers from a table of outcomes. */
 function recordingClient(fail: (name: string) => KubeApiError | undefined = () => undefined) {
   const patches: { name: string; body: unknown }[] = [];
@@ -126,17 +143,9 @@ function recordingClient(fail: (name: string) => KubeApiError | undefined = () =
 
 Deno.test("StatusWriter coalesces syncs within the hold-off into one pass", async () => {
   const { client, patches } = recordingClient();
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => true,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 20,
-  });
-  const first = writer.sync({ ingresses: [ingress("a/x")], owned: new Set(["a/x"]) });
-  const second = writer.sync({
-    ingresses: [ingress("a/x"), ingress("a/y")],
-    owned: new Set(["a/x", "a/y"]),
-  });
+  const writer = leaderWriter(client, { holdOffMs: 20 });
+  const first = writer.sync(owning("a/x"));
+  const second = writer.sync(owning("a/x", "a/y"));
   assertEquals(await first, await second);
   assertEquals((await first).written, 2);
   assertEquals(patches.map((p) => p.name), ["x", "y"]);
@@ -145,12 +154,7 @@ Deno.test("StatusWriter coalesces syncs within the hold-off into one pass", asyn
 
 Deno.test("StatusWriter does not repeat a write the store has not caught up with", async () => {
   const { client, patches } = recordingClient();
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => true,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
-  });
+  const writer = leaderWriter(client);
   const input = { ingresses: [ingress("a/x", [], "5")], owned: new Set(["a/x"]) };
   assertEquals((await writer.sync(input)).written, 1);
   assertEquals((await writer.sync(input)).written, 0);
@@ -167,25 +171,16 @@ Deno.test("StatusWriter does not repeat a write the store has not caught up with
 Deno.test("StatusWriter asks for leadership before each write and stops when it ends", async () => {
   const { client, patches } = recordingClient();
   let leader = true;
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => leader,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
-    concurrency: 1,
-  });
+  const writer = leaderWriter(client, { isLeader: () => leader, concurrency: 1 });
   const original = client.patch.bind(client);
   (client as { patch: StatusClient["patch"] }).patch = (...args) => {
     leader = false; // lost while the first write is in flight
     return original(...args);
   };
-  const result = await writer.sync({
-    ingresses: [ingress("a/x"), ingress("a/y"), ingress("a/z")],
-    owned: new Set(["a/x", "a/y", "a/z"]),
-  });
+  const result = await writer.sync(owning("a/x", "a/y", "a/z"));
   assertEquals(result, { written: 1, cleared: 0, failed: 0, notLeader: 2 });
   assertEquals(patches.map((p) => p.name), ["x"]);
-  assertEquals(await writer.sync({ ingresses: [ingress("a/w")], owned: new Set(["a/w"]) }), {
+  assertEquals(await writer.sync(owning("a/w")), {
     written: 0,
     cleared: 0,
     failed: 0,
@@ -201,24 +196,11 @@ Deno.test("StatusWriter ignores deleted Ingresses and retries other failures", a
     if (name === "flaky" && failures-- > 0) return new KubeApiError("patch", 500, {});
     return undefined;
   });
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => true,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
-    retryMs: { min: 10, max: 10 },
-    logger: silentLogger(),
-  });
-  const result = await writer.sync({
-    ingresses: [ingress("a/gone"), ingress("a/flaky")],
-    owned: new Set(["a/gone", "a/flaky"]),
-  });
+  const writer = leaderWriter(client, { retryMs: { min: 10, max: 10 }, logger: silentLogger() });
+  const result = await writer.sync(owning("a/gone", "a/flaky"));
   assertEquals(result, { written: 0, cleared: 0, failed: 1, notLeader: 0 });
   // The retry runs by itself; a second sync joins it.
-  const retried = await writer.sync({
-    ingresses: [ingress("a/gone"), ingress("a/flaky")],
-    owned: new Set(["a/gone", "a/flaky"]),
-  });
+  const retried = await writer.sync(owning("a/gone", "a/flaky"));
   assertEquals(retried.written, 1);
   assertEquals(patches.map((p) => p.name), ["flaky", "gone", "flaky", "gone"]);
   await writer.close();
@@ -226,12 +208,7 @@ Deno.test("StatusWriter ignores deleted Ingresses and retries other failures", a
 
 Deno.test("StatusWriter clears with the resourceVersion as a precondition", async () => {
   const { client, patches } = recordingClient();
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => true,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
-  });
+  const writer = leaderWriter(client);
   const result = await writer.sync({
     ingresses: [ingress("a/left", [{ ip: "192.0.2.1" }], "42")],
     owned: new Set(),

@@ -13,6 +13,7 @@ import {
   internalServerError,
   type Listener,
   type RequestHandler,
+  settlesWithin,
   type ShutdownOptions,
   type ShutdownResult,
 } from "./listener.ts";
@@ -76,16 +77,7 @@ class HttpListener implements Listener {
   }
 
   async #stop(timeoutMs: number): Promise<ShutdownResult> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), timeoutMs);
-    });
-    const outcome = await Promise.race([
-      this.#server.shutdown().then(() => "drained" as const, () => "drained" as const),
-      deadline,
-    ]);
-    clearTimeout(timer);
     // Aborting Deno.serve's signal after shutdown() began throws inside Deno: do not force.
-    return { graceful: outcome === "drained" };
+    return { graceful: await settlesWithin(this.#server.shutdown(), timeoutMs) };
   }
 }

@@ -54,6 +54,7 @@ import {
   internalServerError,
   type Listener,
   type RequestHandler,
+  settlesWithin,
   type ShutdownOptions,
   type ShutdownResult,
 } from "./listener.ts";
@@ -266,17 +267,10 @@ export class HttpsListener implements Listener {
       for (const relay of this.#relays) if (!relay.connected) relay.stop();
       await Promise.all([...this.#relays].map((relay) => relay.done));
     });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<"deadline">((resolve) => {
-      timer = setTimeout(() => resolve("deadline"), timeoutMs);
-    });
-    const outcome = await Promise.race([closed.then(() => "closed" as const), deadline]);
-    clearTimeout(timer);
+    const graceful = await settlesWithin(closed, timeoutMs);
     const openConnections = this.#requests;
     void closed.then(() => this.#resolveFinished());
-    return outcome === "closed"
-      ? { graceful: true, openConnections: 0 }
-      : { graceful: false, openConnections };
+    return graceful ? { graceful: true, openConnections: 0 } : { graceful: false, openConnections };
   }
 
   #open(port: number): Generation {
