@@ -21,6 +21,7 @@ import type { KubeClient } from "../k8s/kube_client.ts";
 import { EVENTS } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import type { Issue } from "../translate/issues.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** The `reason` of every Event Sluice records for an issue. */
 export const ISSUE_REASON = "RoutingIssue";
@@ -313,7 +314,7 @@ export class EventRecorder {
         kind: issue.kind,
         namespace: issue.namespace,
         name: issue.name,
-        error: error instanceof Error ? error.message : String(error),
+        error: errorText(error),
       });
       return false;
     }

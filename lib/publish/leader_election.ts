@@ -22,6 +22,7 @@ import { KubeApiError, type KubeClient, type KubeObject } from "../k8s/kube_clie
 import { LEASES } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
+import { errorText } from "../log/error_text.ts";
 
 export type { Timers };
 
@@ -455,7 +456,7 @@ export class LeaderElector {
     } catch (error) {
       this.#logger.warn("Cannot release Lease {lease}: {error}", {
         lease: this.lease,
-        error: error instanceof Error ? error.message : String(error),
+        error: errorText(error),
       });
     } finally {
       this.#timers.clearTimeout(timeout);
@@ -463,7 +464,7 @@ export class LeaderElector {
   }
 
   #logFailure(error: unknown): void {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorText(error);
     const properties = { lease: this.lease, error: message };
     // Losing a create or update race to another replica is how elections work, not a failure.
     if (error instanceof KubeApiError && error.isConflict) {
@@ -483,7 +484,7 @@ export class LeaderElector {
     } catch (error) {
       this.#logger.error("Leader election callback {callback} threw: {error}", {
         callback: name,
-        error: error instanceof Error ? error.message : String(error),
+        error: errorText(error),
       });
     }
   }

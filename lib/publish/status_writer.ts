@@ -24,6 +24,7 @@ import type { Ingress, IngressLoadBalancerIngress, Service } from "../k8s/object
 import { INGRESSES } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
+import { errorText } from "../log/error_text.ts";
 
 /** One published address: exactly one of `ip` or `hostname`. */
 export interface LoadBalancerAddress {
@@ -428,7 +429,7 @@ export class StatusWriter {
       return "written";
     } catch (error) {
       if (error instanceof KubeApiError && error.isNotFound) return "gone";
-      const message = error instanceof Error ? error.message : String(error);
+      const message = errorText(error);
       const conflict = error instanceof KubeApiError && error.isConflict;
       const properties = {
         action: action.kind,
