@@ -17,7 +17,8 @@ import { stringify } from "yaml";
 import { join } from "node:path";
 import { type KubeAccess, loadKubeAccess } from "../../lib/k8s/kube_access.ts";
 import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
-import { EVENTS, INGRESS_CLASSES } from "../../lib/k8s/resources.ts";
+import type { Ingress } from "../../lib/k8s/objects.ts";
+import { EVENTS, INGRESS_CLASSES, INGRESSES } from "../../lib/k8s/resources.ts";
 import { controllerToken } from "../support/controller_identity.ts";
 import { adminClient, freshNamespace, testKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
@@ -282,6 +283,12 @@ export async function eventsFor(
 ): Promise<CoreEvent[]> {
   const list = await client.listAll<CoreEvent>(EVENTS, { namespace: ns });
   return list.items.filter((e) => e.involvedObject.kind === kind && e.involvedObject.name === name);
+}
+
+/** The addresses (IP, else hostname) in the `loadBalancer` status of Ingress `ns`/`name`. */
+export async function statusOf(client: KubeClient, ns: string, name: string): Promise<string[]> {
+  const i = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
+  return (i.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname ?? "");
 }
 
 // ---------------------------------------------------------------------------

@@ -12,8 +12,7 @@ import { assert, assertEquals } from "../support/assert.ts";
 import { apply } from "../support/manifests.ts";
 import { waitFor } from "../support/wait.ts";
 import type { KubeClient } from "../../lib/k8s/kube_client.ts";
-import type { Ingress } from "../../lib/k8s/objects.ts";
-import { INGRESSES, LEASES } from "../../lib/k8s/resources.ts";
+import { LEASES } from "../../lib/k8s/resources.ts";
 import type { SluiceProcess } from "../support/sluice_process.ts";
 import {
   e2eWorld,
@@ -22,6 +21,7 @@ import {
   logsWith,
   service,
   startController,
+  statusOf,
   withLogsOnFailure,
 } from "./cluster_fixture.ts";
 
@@ -29,11 +29,6 @@ import {
 const LEASE_DURATION_MS = 15_000;
 /** Its retry period, jittered by up to +20 % while not leading. */
 const RETRY_PERIOD_MS = 2_400;
-
-async function statusOf(client: KubeClient, ns: string, name: string): Promise<string[]> {
-  const i = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
-  return (i.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname ?? "");
-}
 
 async function holder(client: KubeClient, ns: string, name: string): Promise<string | undefined> {
   try {

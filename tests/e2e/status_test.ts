@@ -11,21 +11,17 @@
 import { assert, assertEquals } from "../support/assert.ts";
 import { apply } from "../support/manifests.ts";
 import { waitFor } from "../support/wait.ts";
-import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
-import type { Ingress, Service } from "../../lib/k8s/objects.ts";
-import { INGRESSES, SERVICES } from "../../lib/k8s/resources.ts";
+import type { KubeObject } from "../../lib/k8s/kube_client.ts";
+import type { Service } from "../../lib/k8s/objects.ts";
+import { SERVICES } from "../../lib/k8s/resources.ts";
 import {
   e2eWorld,
   ingress,
   service,
   startController,
+  statusOf,
   withLogsOnFailure,
 } from "./cluster_fixture.ts";
-
-async function statusOf(client: KubeClient, ns: string, name: string): Promise<string[]> {
-  const i = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
-  return (i.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname ?? "");
-}
 
 Deno.test("Ingress status follows the --publish-service Service, and is cleared when the Ingress leaves the class", async () => {
   const world = await e2eWorld("e2e-status");

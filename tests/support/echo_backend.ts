@@ -45,6 +45,7 @@ import {
   OP_PONG,
   OP_TEXT,
 } from "../../lib/proxy/ws_frame.ts";
+import { concatBytes, latin1, latin1Bytes } from "./raw_http.ts";
 
 export interface EchoBackendOptions {
   /** Address to bind. Default 127.0.0.1. */
@@ -693,7 +694,7 @@ class EchoServer {
         if (frame.opcode !== OP_CONTINUATION) messageOpcode = frame.opcode;
         parts.push(frame.payload);
         if (!frame.fin) continue;
-        const data = concat(parts);
+        const data = parts.length === 1 ? parts[0] as Uint8Array : concatBytes(parts);
         parts = [];
         entry.wsMessages++;
         this.#notify();
@@ -866,31 +867,6 @@ function chunk(data: Uint8Array): Uint8Array {
   out.set(prefix);
   out.set(data, prefix.length);
   out.set([13, 10], prefix.length + data.length);
-  return out;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0] as Uint8Array;
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
-function latin1(bytes: Uint8Array): string {
-  let out = "";
-  for (let i = 0; i < bytes.length; i += 8192) {
-    out += String.fromCharCode(...bytes.subarray(i, i + 8192));
-  }
-  return out;
-}
-
-function latin1Bytes(text: string): Uint8Array {
-  const out = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i) & 0xff;
   return out;
 }
 

@@ -190,7 +190,8 @@ export function latin1(bytes: Uint8Array): string {
   return out;
 }
 
-function latin1Bytes(text: string): Uint8Array {
+/** `text` as bytes, one per UTF-16 code unit (its low 8 bits). */
+export function latin1Bytes(text: string): Uint8Array {
   if (!/[\u0080-\uffff]/.test(text)) return encoder.encode(text);
   const out = new Uint8Array(text.length);
   for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i) & 0xff;
@@ -245,7 +246,7 @@ function tryParseResponse(
           const colon = line.indexOf(":");
           trailers.push([line.slice(0, colon), line.slice(colon + 1).trim()]);
         }
-        return { response: response(concat(parts), true, trailers), consumed: offset };
+        return { response: response(concatBytes(parts), true, trailers), consumed: offset };
       }
       if (buf.length < offset + size + 2) return undefined;
       parts.push(buf.slice(offset, offset + size));
@@ -270,7 +271,8 @@ function indexOfCrlf(buf: Uint8Array, from: number): number {
   return -1;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
+/** The bytes of `parts`, joined into a new array. */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const part of parts) {
