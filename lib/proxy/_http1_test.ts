@@ -143,3 +143,27 @@ Deno.test("encodeRequestHead() encodes into a supplied buffer and appends the ex
   assertEquals(big.length, "GET / HTTP/1.1\r\nX: \r\n\r\n".length + 2000);
   assert(big.buffer !== scratch.buffer, "a head too large for the buffer is allocated");
 });
+
+Deno.test("encodeRequestHead() fits any target in the size it asks for", () => {
+  for (
+    const target of [
+      "/",
+      "/caf\u00e9",
+      "/\u20ac\u20ac\u20ac",
+      "/\u{1f600}?q=\u{1f600}",
+      "/a\ud800b",
+    ]
+  ) {
+    let asked = 0;
+    const head = encodeRequestHead("GET", target, [["Host", "h"]], {
+      extra: ["Content-Length", "0"],
+      buffer: (size) => new Uint8Array(asked = size),
+    });
+    const expected = new Uint8Array([
+      ...new TextEncoder().encode(`GET ${target} HTTP/1.1\r\n`),
+      ...new TextEncoder().encode("Host: h\r\nContent-Length: 0\r\n\r\n"),
+    ]);
+    assertEquals(head, expected, target);
+    assert(head.length <= asked);
+  }
+});

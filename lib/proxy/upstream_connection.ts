@@ -64,6 +64,7 @@ export class UpstreamConnection {
   #end = 0;
   #state: "active" | "idle" | "closed" = "active";
   #probe: Promise<number | null> | undefined;
+  #onDead: ((conn: UpstreamConnection) => void) | undefined;
   #readSince = 0;
   #writeSince = 0;
   #timedOut = false;
@@ -125,24 +126,20 @@ export class UpstreamConnection {
     this.#state = "idle";
     this.#start = this.#end = 0;
     this.idleSince = this.#clock.now;
+    this.#onDead = onDead;
     const probe = this.#conn.read(this.#buf);
     this.#probe = probe;
-    probe.then(
-      () => {
-        if (this.#state === "idle") {
-          this.close();
-          onDead(this);
-        }
-      },
-      () => {
-        if (this.#state === "idle") {
-          this.close();
-          onDead(this);
-        }
-      },
-    );
+    // One handler per connection, not two closures per park (this runs once per request).
+    probe.then(this.#probeSettled, this.#probeSettled);
     return true;
   }
+
+  /** The idle probe read ended: harmless once the connection is active again, else it died. */
+  #probeSettled = (): void => {
+    if (this.#state !== "idle") return;
+    this.close();
+    this.#onDead?.(this);
+  };
 
   /** Aborts pending I/O because a deadline passed; the pending call rejects with a `timeout`. */
   timeout(): void {

@@ -173,7 +173,7 @@ export class UpstreamPool {
       conn.close();
       return;
     }
-    if (conn.park((dead) => this.#forget(dead))) list.push(conn);
+    if (conn.park(this.#onDead)) list.push(conn);
   }
 
   /** Stops tracking a connection handed over to a tunnel (after a 101). */
@@ -218,6 +218,8 @@ export class UpstreamPool {
       clearTimeout(timer);
     }
   }
+
+  #onDead = (conn: UpstreamConnection): void => this.#forget(conn);
 
   #forget(conn: UpstreamConnection): void {
     const list = this.#idle.get(conn.endpointKey);
