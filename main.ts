@@ -6,6 +6,7 @@
  */
 // deno-lint-ignore-file no-console
 import { parseConfig } from "./lib/config/config.ts";
+import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { startSluice } from "./lib/app/sluice.ts";
 
@@ -30,7 +31,7 @@ try {
   sluice = await startSluice(config, { env: Deno.env.toObject() });
 } catch (error) {
   logger.fatal("Cannot start: {error}", {
-    error: error instanceof Error ? error.message : String(error),
+    error: errorText(error),
   });
   await flushLogging();
   Deno.exit(1);

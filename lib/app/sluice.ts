@@ -23,6 +23,7 @@ import { serveHealth } from "../server/health_server.ts";
 import { KubeSource } from "../sources/kube_source.ts";
 import { ManifestSource } from "../sources/manifest_source.ts";
 import type { ObjectSource } from "../sources/source.ts";
+import { KINDS } from "../store/matters.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { translate } from "../translate/translate.ts";
@@ -260,9 +261,6 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
     },
   };
 }
-
-/** The kinds every source delivers. */
-const KINDS = ["Ingress", "IngressClass", "Service", "EndpointSlice", "Secret"];
 
 function watchStats(source: ObjectSource): WatchStats[] {
   const status = source.status();

@@ -1,4 +1,5 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { webIngressSpec } from "../../tests/support/fixture_objects.ts";
 import type { Ingress, KubeObject } from "../k8s/objects.ts";
 import type { ObjectSource, SourceStatus, StoreWriter } from "../sources/source.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
@@ -45,19 +46,7 @@ function ingress(name: string, host: string, rv: string): Ingress {
       resourceVersion: rv,
       creationTimestamp: "2024-01-01T00:00:00Z",
     },
-    spec: {
-      ingressClassName: "sluice",
-      rules: [{
-        host,
-        http: {
-          paths: [{
-            path: "/",
-            pathType: "Prefix",
-            backend: { service: { name: "web", port: { number: 80 } } },
-          }],
-        },
-      }],
-    },
+    spec: webIngressSpec(host),
   };
 }
 

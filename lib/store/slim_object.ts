@@ -20,10 +20,10 @@ export const LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-confi
 /** `object` without `metadata.managedFields` and without the last-applied annotation. */
 export function slimObject<T extends KubeObject>(object: T): T {
   const metadata = object.metadata as (ObjectMeta & { managedFields?: unknown }) | undefined;
-  if (metadata === undefined || metadata === null || typeof metadata !== "object") return object;
+  if (metadata === null || typeof metadata !== "object") return object;
   const annotations = metadata.annotations;
-  const hasLastApplied = annotations !== undefined && annotations !== null &&
-    typeof annotations === "object" && Object.hasOwn(annotations, LAST_APPLIED_ANNOTATION);
+  const hasLastApplied = annotations !== null && typeof annotations === "object" &&
+    Object.hasOwn(annotations, LAST_APPLIED_ANNOTATION);
   if (!Object.hasOwn(metadata, "managedFields") && !hasLastApplied) return object;
   const { managedFields: _managedFields, ...kept } = metadata;
   if (hasLastApplied) {

@@ -32,6 +32,12 @@ export interface RouteCandidate {
   readonly field: string;
 }
 
+/** The route candidates and issues of one Ingress's rules. */
+export interface IngressCandidates {
+  readonly candidates: readonly RouteCandidate[];
+  readonly issues: readonly Issue[];
+}
+
 /**
  * Collects the route candidates of one Ingress: one per valid path of each
  * rule, then its default backend.
@@ -42,9 +48,7 @@ export interface RouteCandidate {
  * any rule": Sluice attaches it to the hosts the Ingress's rules name (their
  * paths no rule matches), and, for an Ingress without rules, to every host.
  */
-export function collectRouteCandidates(
-  owned: OwnedIngress,
-): { candidates: RouteCandidate[]; issues: Issue[] } {
+export function collectRouteCandidates(owned: OwnedIngress): IngressCandidates {
   const candidates: RouteCandidate[] = [];
   const issues: Issue[] = [];
   collect(owned, candidates, issues);

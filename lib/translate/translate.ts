@@ -17,11 +17,14 @@ import { indexCluster } from "./cluster_index.ts";
 import { translateDefaultBackend } from "./default_backend.ts";
 import { type OwnedIngress, selectIngresses } from "./ingress_selection.ts";
 import { type Issue, sortIssues } from "./issues.ts";
-import { collectRouteCandidates, type RouteCandidate } from "./route_candidates.ts";
+import {
+  collectRouteCandidates,
+  type IngressCandidates,
+  type RouteCandidate,
+} from "./route_candidates.ts";
 import { mergeRouteCandidates } from "./route_conflicts.ts";
 import { createSecretCertificateReader, translateDefaultCertificate, translateTls } from "./tls.ts";
 import type { ClusterObjects, Route, TranslateOptions, Translation } from "./translation.ts";
-import type { IngressCandidates } from "./translation_memo.ts";
 import { compareStrings } from "./_order.ts";
 
 const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;

@@ -1,10 +1,11 @@
 /**
  * What a translation may reuse from the previous one: results that depend on
  * one object alone, keyed by that object's identity. The store replaces an
- * object when it changes and keeps the same one when it does not, so at
- * 10,000 Ingresses a rebuild after one change recomputes one Ingress's route
- * candidates instead of ten thousand (less time, and far less garbage for
- * the collector). Entries go with their objects (a `WeakMap`).
+ * object when an event for it arrives (a change, a status update, a relist)
+ * and keeps the same one otherwise, so at 10,000 Ingresses a rebuild after
+ * one change recomputes one Ingress's route candidates instead of ten
+ * thousand (less time, and far less garbage for the collector). Entries go
+ * with their objects (a `WeakMap`).
  *
  * The contract: an object translated with a memo is never changed in place
  * afterwards (the store never does), and what the memo holds is read, never
@@ -13,14 +14,7 @@
  *
  * @module
  */
-import type { Issue } from "./issues.ts";
-import type { RouteCandidate } from "./route_candidates.ts";
-
-/** The route candidates and issues of one Ingress's rules. */
-export interface IngressCandidates {
-  readonly candidates: readonly RouteCandidate[];
-  readonly issues: readonly Issue[];
-}
+import type { IngressCandidates } from "./route_candidates.ts";
 
 /** Per-object results kept between translations. */
 export interface TranslationMemo {

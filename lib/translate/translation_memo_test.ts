@@ -5,7 +5,11 @@
  * added back.
  */
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { editedObject, readFixtureObjects } from "../../tests/support/fixture_objects.ts";
+import {
+  editedObject,
+  readFixtureObjects,
+  webIngressSpec,
+} from "../../tests/support/fixture_objects.ts";
 import type { IngressClass } from "../k8s/objects.ts";
 import { ObjectStore } from "../store/object_store.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
@@ -50,19 +54,7 @@ Deno.test("translate() with a memo kept across changes equals translate() from s
 Deno.test("translate() reuses an unchanged Ingress's route candidates and recomputes a replaced one's", () => {
   const ingress = (host: string) => ({
     metadata: { namespace: "shop", name: "web", resourceVersion: "1" },
-    spec: {
-      ingressClassName: "sluice",
-      rules: [{
-        host,
-        http: {
-          paths: [{
-            path: "/",
-            pathType: "Prefix" as const,
-            backend: { service: { name: "web", port: { number: 80 } } },
-          }],
-        },
-      }],
-    },
+    spec: webIngressSpec(host),
   });
   const store = new ObjectStore();
   const ours: IngressClass = {

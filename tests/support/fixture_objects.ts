@@ -1,13 +1,14 @@
 /**
  * The translation fixtures (`tests/fixtures/*.in.yaml`) as plain object
  * lists, for safety-net tests that replay them through the store or the
- * translation in other ways than the golden test does; and an edit of any
- * object that changes something a translation might read.
+ * translation in other ways than the golden test does; an edit of any
+ * object that changes something a translation might read; and the spec of
+ * the smallest Ingress that routes, for tests that build their own objects.
  *
  * @module
  */
 import { parseAllDocuments } from "yaml";
-import type { KubeObject } from "../../lib/k8s/objects.ts";
+import type { IngressSpec, KubeObject } from "../../lib/k8s/objects.ts";
 import { type Kind, KINDS } from "../../lib/store/matters.ts";
 import type { TranslateOptions } from "../../lib/translate/translation.ts";
 
@@ -66,4 +67,21 @@ export function editedObject(kind: Kind, object: KubeObject): KubeObject {
       break;
   }
   return copy;
+}
+
+/** The spec of an Ingress of class `sluice` sending `host`, every path, to port 80 of Service `web`. */
+export function webIngressSpec(host: string): IngressSpec {
+  return {
+    ingressClassName: "sluice",
+    rules: [{
+      host,
+      http: {
+        paths: [{
+          path: "/",
+          pathType: "Prefix",
+          backend: { service: { name: "web", port: { number: 80 } } },
+        }],
+      },
+    }],
+  };
 }
