@@ -33,7 +33,7 @@ export interface ResponseHead {
   readonly keepAlive: boolean;
 }
 
-// Field values: visible chars, SP, HTAB and obs-text; no CR, LF or NUL.
+// Chunk extensions, like field values: no CR, LF or NUL.
 const BAD_VALUE = /[\0\r\n]/;
 const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?$/;
 const MAX_DIGITS = 15;
@@ -303,8 +303,8 @@ export function parseContentLength(value: string): number | undefined {
 function trimOws(text: string): string {
   let start = 0;
   let end = text.length;
-  while (start < end && (text.charCodeAt(start) === 32 || text.charCodeAt(start) === 9)) start++;
-  while (end > start && (text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)) end--;
+  while (start < end && isOws(text.charCodeAt(start))) start++;
+  while (end > start && isOws(text.charCodeAt(end - 1))) end--;
   return start === 0 && end === text.length ? text : text.slice(start, end);
 }
 

@@ -29,6 +29,8 @@
 import { type CidrMatcher, normalizeIp, parseIp } from "./cidr.ts";
 
 type HeaderPair = readonly [string, string];
+/** An input field: one passed through is the output's own pair too (not a copy). */
+type Field = [string, string];
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -117,10 +119,11 @@ export interface ForwardedRequest {
  * Builds the header list for the backend from the client's list (wire order
  * and case kept; `Host` stays where it was, or goes first for HTTP/2), then
  * appends `X-Request-ID`, `X-Real-IP`, `X-Forwarded-For`, `-Host`, `-Port`
- * and `-Proto`.
+ * and `-Proto`. Fields passed through are `clientHeaders`' own pairs, not
+ * copies (this runs for every request): neither list may be changed after.
  */
 export function forwardRequestHeaders(
-  clientHeaders: readonly HeaderPair[],
+  clientHeaders: readonly Field[],
   context: ForwardingContext,
   options: ForwardingOptions,
 ): ForwardedRequest {
@@ -172,7 +175,7 @@ export function forwardRequestHeaders(
       !mayMatch(REQUEST_LENGTHS, pair[0], named) &&
       (drop === undefined || !mayMatch(REQUEST_LENGTHS, pair[0], drop))
     ) {
-      out.push([pair[0], pair[1]]);
+      out.push(pair);
       continue;
     }
     const lower = pair[0].toLowerCase();
@@ -182,7 +185,7 @@ export function forwardRequestHeaders(
       continue;
     }
     if (context.upgrade === true && lower === "upgrade") {
-      out.push([pair[0], pair[1]]);
+      out.push(pair);
       continue;
     }
     if (context.upgrade === true && lower === "connection") {
@@ -192,7 +195,7 @@ export function forwardRequestHeaders(
     if (HOP_BY_HOP.has(lower) || REPLACED.has(lower)) continue;
     if (named !== undefined && named.has(lower)) continue;
     if (drop !== undefined && drop.has(lower)) continue;
-    out.push([pair[0], pair[1]]);
+    out.push(pair);
   }
   if (!hostWritten) out.unshift(["host", context.authority]);
 
@@ -242,9 +245,13 @@ export interface ResponseHeaderOptions {
   readonly drop?: ReadonlySet<string>;
 }
 
-/** The backend's response fields minus hop-by-hop ones; order, case and duplicates (Set-Cookie) kept. */
+/**
+ * The backend's response fields minus hop-by-hop ones; order, case and
+ * duplicates (Set-Cookie) kept. Fields passed through are `backendHeaders`'
+ * own pairs, not copies.
+ */
 export function forwardResponseHeaders(
-  backendHeaders: readonly HeaderPair[],
+  backendHeaders: readonly Field[],
   options: ResponseHeaderOptions,
 ): [string, string][] {
   const named = options.connectionTokens;
@@ -255,15 +262,15 @@ export function forwardResponseHeaders(
       !mayMatch(RESPONSE_LENGTHS, pair[0], named) &&
       (drop === undefined || !mayMatch(RESPONSE_LENGTHS, pair[0], drop))
     ) {
-      out.push([pair[0], pair[1]]);
+      out.push(pair);
       continue;
     }
     const lower = pair[0].toLowerCase();
     if (HOP_BY_HOP.has(lower)) continue;
     if (named.length > 0 && named.includes(lower)) continue;
     if (options.hsts !== undefined && lower === "strict-transport-security") continue;
-    if (options.drop !== undefined && options.drop.has(lower)) continue;
-    out.push([pair[0], pair[1]]);
+    if (drop !== undefined && drop.has(lower)) continue;
+    out.push(pair);
   }
   if (options.hsts !== undefined) out.push(["Strict-Transport-Security", options.hsts]);
   return out;

@@ -98,7 +98,7 @@ export async function sendUpstream(
   endpoint: Endpoint,
   request: UpstreamRequest,
 ): Promise<UpstreamResponse> {
-  const conn = pool.takeIdle(endpoint) ?? await pool.acquire(endpoint);
+  const conn = pool.takeIdle(endpoint) ?? await pool.connect(endpoint);
   try {
     return await exchange(pool, conn, request);
   } catch (error) {
@@ -106,7 +106,7 @@ export async function sendUpstream(
       (request.body === null || request.body instanceof Uint8Array) &&
       request.signal?.aborted !== true;
     if (error instanceof UpstreamError && error.staleConnection && replayable) {
-      const fresh = await pool.acquire(endpoint, { fresh: true });
+      const fresh = await pool.connect(endpoint);
       return await exchange(pool, fresh, request);
     }
     throw error;

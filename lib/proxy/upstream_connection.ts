@@ -40,19 +40,13 @@ export interface CoarseClock {
   readonly now: number;
 }
 
-const PRECISE_CLOCK: CoarseClock = {
-  get now() {
-    return performance.now();
-  },
-};
-
 /** A pooled connection to one endpoint. */
 export class UpstreamConnection {
   /** `address:port` of the endpoint, the pool's key. */
   readonly endpointKey: string;
   /** How many requests this connection has carried, including the current one. */
   requests = 0;
-  /** When it was last returned to the pool (`performance.now()`). */
+  /** When it was last returned to the pool (on the coarse clock). */
   idleSince = 0;
   #conn: Deno.Conn;
   #clock: CoarseClock;
@@ -70,8 +64,8 @@ export class UpstreamConnection {
   #timedOut = false;
   #bytesReadThisExchange = 0;
 
-  /** `clock` defaults to `performance.now()`; the pool passes its coarse sweeper clock. */
-  constructor(conn: Deno.Conn, endpointKey: string, clock: CoarseClock = PRECISE_CLOCK) {
+  /** `clock` is the pool's coarse sweeper clock (`performance.now()` time, advanced per tick). */
+  constructor(conn: Deno.Conn, endpointKey: string, clock: CoarseClock) {
     this.#conn = conn;
     this.endpointKey = endpointKey;
     this.#clock = clock;
@@ -87,7 +81,7 @@ export class UpstreamConnection {
     return this.#writeBuf ??= new Uint8Array(WRITE_BUFFER_BYTES);
   }
 
-  /** When a read that is still pending started (`performance.now()`), or 0. */
+  /** When a read that is still pending started (on the coarse clock), or 0. */
   get readSince(): number {
     return this.#readSince;
   }

@@ -17,7 +17,7 @@
  */
 
 import type { Endpoint } from "../routing/snapshot.ts";
-import { type CoarseClock, UpstreamConnection } from "./upstream_connection.ts";
+import { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 
 /** Opens a TCP connection; injectable for tests. */
@@ -81,11 +81,12 @@ export class UpstreamPool {
   readonly ioTimeoutMs: number;
   readonly maxIdlePerEndpoint: number;
   readonly idleTimeoutMs: number;
-  #connect: Connector;
+  #connector: Connector;
   #idle = new Map<string, UpstreamConnection[]>();
   #active = new Set<UpstreamConnection>();
   #sweeper: ReturnType<typeof setInterval> | undefined;
   #tick: number;
+  /** The coarse clock connections stamp their I/O with (advanced by the sweeper). */
   #clock: { now: number } = { now: performance.now() };
   #closed = false;
   #connectsTotal = 0;
@@ -95,16 +96,11 @@ export class UpstreamPool {
     this.ioTimeoutMs = options.ioTimeoutMs ?? 60_000;
     this.maxIdlePerEndpoint = options.maxIdlePerEndpoint ?? 64;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
-    this.#connect = options.connect ?? defaultConnect;
+    this.#connector = options.connect ?? defaultConnect;
     this.#tick = Math.min(
       1_000,
       Math.max(5, Math.min(this.ioTimeoutMs, this.idleTimeoutMs) / 4),
     );
-  }
-
-  /** The coarse clock connections stamp their I/O with (advanced by the sweeper). */
-  get clock(): CoarseClock {
-    return this.#clock;
   }
 
   stats(): PoolStats {
@@ -114,18 +110,12 @@ export class UpstreamPool {
   }
 
   /**
-   * A connection to `endpoint`: a pooled one unless `fresh`, else a new one.
+   * A new connection to `endpoint`, activated ({@linkcode takeIdle} first for
+   * a pooled one).
    *
    * @throws {UpstreamError} `connect-failed` or `connect-timeout`.
    */
-  async acquire(
-    endpoint: Endpoint,
-    options: { fresh?: boolean } = {},
-  ): Promise<UpstreamConnection> {
-    if (options.fresh !== true) {
-      const idle = this.takeIdle(endpoint);
-      if (idle !== undefined) return idle;
-    }
+  async connect(endpoint: Endpoint): Promise<UpstreamConnection> {
     if (this.#closed) throw new UpstreamError("connect-failed", "Cannot connect: pool is closed");
     this.#ensureSweeper();
     const key = endpointKey(endpoint);
@@ -200,7 +190,7 @@ export class UpstreamPool {
       controller.abort();
     }, this.connectTimeoutMs);
     try {
-      return await this.#connect({
+      return await this.#connector({
         hostname: endpoint.address,
         port: endpoint.port,
         signal: controller.signal,

@@ -61,8 +61,6 @@ export interface WebSocketRelayOptions {
   readonly idleTimeoutMs: number;
   /** Largest message accepted from the backend, in bytes. */
   readonly maxMessageBytes: number;
-  /** Called once when both sides are closed. */
-  readonly onClose?: (summary: RelaySummary) => void;
 }
 
 /** A running relay, as returned by {@linkcode relayWebSocket}. */
@@ -374,15 +372,13 @@ class Relay implements WebSocketRelay {
     this.#finished = true;
     const state = this.#socket.readyState;
     if (state === WebSocket.CONNECTING || state === WebSocket.OPEN) this.#closeClient(1011, "");
-    const summary: RelaySummary = {
+    this.#resolveEnded({
       messagesToBackend: this.#toBackend,
       messagesToClient: this.#toClient,
       clientCode: this.#clientCode,
       backendCode: this.#backendCode,
       reason: this.#reason,
-    };
-    this.#resolveEnded(summary);
-    this.#options.onClose?.(summary);
+    });
   }
 }
 
