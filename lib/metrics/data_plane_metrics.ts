@@ -1,8 +1,7 @@
 /**
  * The data plane's Prometheus metrics, one set per serving worker: requests
  * by Ingress, rule host, status class and method; request durations;
- * upstream connect errors and retries; open client connections (HTTPS: the
- * plain-HTTP listener is `Deno.serve`, which reports no connections) and
+ * upstream connect errors and retries; requests in flight by listener; and
  * WebSockets being relayed.
  *
  * Label values come from the routing table (the Ingress `namespace/name`

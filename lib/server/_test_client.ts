@@ -2,11 +2,14 @@
  * Test support: a minimal TLS client that connects to a loopback port with a
  * chosen server name (SNI) and trusted certificates, and either completes the
  * handshake only, sends one HTTP/1.1 request with `Connection: close`, or
- * opens a WebSocket (raw frames, so the test sees exactly what the server sent).
+ * opens a WebSocket (raw frames, decoded by `lib/proxy/ws_frame.ts`, so the
+ * test sees exactly what the server sent).
  * Used by the tests of `lib/tls/` and `lib/server/`; not part of Sluice.
  *
  * @module
  */
+import { concatBytes } from "../../tests/support/raw_http.ts";
+import { decodeClosePayload, encodeFrame, FrameDecoder, type WsFrame } from "../proxy/ws_frame.ts";
 
 /** Options of {@linkcode tlsHandshake} and {@linkcode httpsGet}. */
 export interface TlsClientOptions {
@@ -67,14 +70,6 @@ export async function httpsGet(
   return { status: Number(match[1]), headers: head, body: end < 0 ? "" : text.slice(end + 4) };
 }
 
-/** One WebSocket frame as received (payloads of at most 65,535 bytes; unmasked, as a server sends). */
-export interface WebSocketFrame {
-  readonly fin: boolean;
-  /** 1 text, 2 binary, 8 close, 9 ping, 10 pong. */
-  readonly opcode: number;
-  readonly payload: Uint8Array;
-}
-
 /** A client WebSocket opened by {@linkcode wssConnect}. */
 export interface TestWebSocket {
   /** The response head (status line and headers) of the upgrade. */
@@ -82,14 +77,14 @@ export interface TestWebSocket {
   /** Sends one masked frame. */
   send(opcode: number, payload: Uint8Array): Promise<void>;
   /** The next frame, or `null` when the connection ended first. */
-  receive(): Promise<WebSocketFrame | null>;
+  receive(): Promise<WsFrame | null>;
   /** Closes the connection (without a close frame: send one first to close cleanly). */
   close(): void;
 }
 
 /** The close code of a close frame's payload (1005 when it has none). */
-export function closeCode(frame: WebSocketFrame): number {
-  return frame.payload.length >= 2 ? (frame.payload[0]! << 8) | frame.payload[1]! : 1005;
+export function closeCode(frame: WsFrame): number {
+  return decodeClosePayload(frame.payload).code;
 }
 
 /** Opens a WebSocket to `path` over a fresh TLS connection (ALPN `http/1.1`); throws if the answer is not 101. */
@@ -101,16 +96,7 @@ export async function wssConnect(
   const conn = await connect(port, options);
   const reader = conn.readable.getReader();
   const writer = conn.writable.getWriter();
-  let buffer = new Uint8Array(0);
-  const fill = async (): Promise<boolean> => {
-    const { value, done } = await reader.read();
-    if (done) return false;
-    const next = new Uint8Array(buffer.length + value.length);
-    next.set(buffer);
-    next.set(value, buffer.length);
-    buffer = next;
-    return true;
-  };
+  const frames = new FrameDecoder({ maxPayload: 1 << 20, expectMasked: false });
   const close = () => {
     reader.releaseLock();
     writer.releaseLock();
@@ -125,14 +111,17 @@ export async function wssConnect(
           `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
       ),
     );
+    let received: Uint8Array = new Uint8Array(0);
     while (true) {
-      const end = indexOfBlankLine(buffer);
+      const end = indexOfBlankLine(received);
       if (end >= 0) {
-        head = new TextDecoder().decode(buffer.subarray(0, end));
-        buffer = buffer.slice(end + 4);
+        head = new TextDecoder().decode(received.subarray(0, end));
+        frames.push(received.subarray(end + 4));
         break;
       }
-      if (!(await fill())) throw new Error("Cannot open a WebSocket: the connection ended first");
+      const { value, done } = await reader.read();
+      if (done) throw new Error("Cannot open a WebSocket: the connection ended first");
+      received = concatBytes([received, value]);
     }
     if (!head.startsWith("HTTP/1.1 101 ")) {
       throw new Error(`Cannot open a WebSocket: the answer is "${head.split("\r\n")[0]}"`);
@@ -144,38 +133,15 @@ export async function wssConnect(
   return {
     head,
     async send(opcode, payload) {
-      if (payload.length > 0xffff) throw new RangeError("Cannot send a frame over 65,535 bytes");
-      const lengthBytes = payload.length < 126
-        ? [0x80 | payload.length]
-        : [0x80 | 126, payload.length >> 8, payload.length & 0xff];
-      const mask = crypto.getRandomValues(new Uint8Array(4));
-      const frame = new Uint8Array(1 + lengthBytes.length + 4 + payload.length);
-      frame.set([0x80 | opcode, ...lengthBytes, ...mask]);
-      const start = 1 + lengthBytes.length + 4;
-      for (let i = 0; i < payload.length; i++) frame[start + i] = payload[i]! ^ mask[i % 4]!;
-      await writer.write(frame);
+      await writer.write(encodeFrame(opcode, payload, { mask: true }));
     },
     async receive() {
       while (true) {
-        if (buffer.length >= 2) {
-          let length = buffer[1]! & 0x7f;
-          let start = 2;
-          if (length === 127) throw new Error("Cannot read a frame over 65,535 bytes");
-          if (length === 126) {
-            start = 4;
-            length = buffer.length >= 4 ? (buffer[2]! << 8) | buffer[3]! : Infinity;
-          }
-          if (buffer.length >= start + length) {
-            const frame = {
-              fin: (buffer[0]! & 0x80) !== 0,
-              opcode: buffer[0]! & 0x0f,
-              payload: buffer.slice(start, start + length),
-            };
-            buffer = buffer.slice(start + length);
-            return frame;
-          }
-        }
-        if (!(await fill())) return null;
+        const frame = frames.next();
+        if (frame !== undefined) return frame;
+        const { value, done } = await reader.read();
+        if (done) return null;
+        frames.push(value);
       }
     },
     close,

@@ -138,7 +138,7 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
       });
       first = await Promise.race([conn.read(clientBuffer), timeout]);
       if (first === null || stopped) throw new Error("closed before a request");
-      inner = await Deno.connect({ ...options.inner, transport: "tcp" });
+      inner = await Deno.connect(options.inner);
     } catch {
       stop();
       return;

@@ -28,6 +28,8 @@ export interface HttpListenerOptions {
   readonly reusePort?: boolean;
   /** Answers when the handler throws. Default: a bare 500. */
   readonly onError?: (error: unknown) => Response | Promise<Response>;
+  /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
+  readonly onRequest?: (delta: 1 | -1) => void;
 }
 
 /**
@@ -51,6 +53,8 @@ class HttpListener implements Listener {
 
   constructor(handler: RequestHandler, options: HttpListenerOptions) {
     let localPort = 0;
+    const onRequest = options.onRequest;
+    const done = () => onRequest?.(-1);
     this.#server = Deno.serve({
       hostname: options.hostname ?? "0.0.0.0",
       port: options.port,
@@ -58,12 +62,11 @@ class HttpListener implements Listener {
       onError: options.onError ?? internalServerError,
       onListen: () => {},
     }, (req, info) => {
-      const connection: ConnectionInfo = {
-        remoteAddr: info.remoteAddr,
-        secure: false,
-        localPort,
-        completed: info.completed,
-      };
+      if (onRequest !== undefined) {
+        onRequest(1);
+        info.completed.then(done, done);
+      }
+      const connection: ConnectionInfo = { remoteAddr: info.remoteAddr, secure: false, localPort };
       return handler(req, connection);
     });
     this.addr = this.#server.addr;

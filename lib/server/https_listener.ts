@@ -48,7 +48,7 @@ import type { CertificateTable } from "../routing/snapshot.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import { listenTlsWithSni, type TlsKeyPair } from "../tls/deno_sni.ts";
 import { Generation } from "./_generation.ts";
-import { type Relay, type RelayPeer, relayTls } from "./_tls_relay.ts";
+import { type Relay, type RelayOptions, type RelayPeer, relayTls } from "./_tls_relay.ts";
 import {
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   internalServerError,
@@ -82,6 +82,8 @@ export interface HttpsListenerOptions {
   readonly idleTimeoutMs?: number;
   /** Answers when the handler throws. Default: a bare 500. */
   readonly onError?: (error: unknown) => Response | Promise<Response>;
+  /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
+  readonly onRequest?: (delta: 1 | -1) => void;
   /** Default: the `server` component logger. */
   readonly logger?: Logger;
 }
@@ -142,9 +144,9 @@ export class HttpsListener implements Listener {
   #options: HttpsListenerOptions;
   #logger: Logger;
   #maxServerNames: number;
-  #firstBytesTimeoutMs: number;
-  #idleTimeoutMs: number;
   #inner: Deno.HttpServer<Deno.NetAddr>;
+  /** The same for every relay: the inner server's address, the timeouts, the peer registry. */
+  #relayOptions: RelayOptions;
   /** Relayed clients, by the local port of their inner connection. */
   #peers = new Map<number, RelayPeer>();
   #relays = new Set<Relay>();
@@ -161,14 +163,13 @@ export class HttpsListener implements Listener {
     this.#options = options;
     this.#logger = options.logger ?? componentLogger("server");
     this.#maxServerNames = options.maxServerNames ?? DEFAULT_MAX_SERVER_NAMES;
-    this.#firstBytesTimeoutMs = options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS;
-    this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     if (!(this.#maxServerNames >= 1)) {
       throw new RangeError(
         `Cannot listen for HTTPS: maxServerNames "${this.#maxServerNames}" is below 1`,
       );
     }
     let localPort = 0;
+    const onRequest = options.onRequest;
     this.#inner = Deno.serve({
       hostname: INNER_HOSTNAME,
       port: 0,
@@ -182,22 +183,25 @@ export class HttpsListener implements Listener {
       if (peer === undefined) return misdirected();
       this.#requests++;
       peer.requests++;
+      onRequest?.(1);
       if (req.headers.has("upgrade")) peer.upgraded = true;
-      let counted = true;
       const done = () => {
-        if (!counted) return;
-        counted = false;
         this.#requests--;
         peer.requests--;
+        onRequest?.(-1);
       };
       info.completed.then(done, done);
-      return handler(req, {
-        remoteAddr: peer.remoteAddr,
-        secure: true,
-        localPort,
-        completed: info.completed,
-      });
+      return handler(req, { remoteAddr: peer.remoteAddr, secure: true, localPort });
     });
+    this.#relayOptions = {
+      inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
+      firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+      idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+      register: (port, peer) => this.#peers.set(port, peer),
+      unregister: (port, peer) => {
+        if (this.#peers.get(port) === peer) this.#peers.delete(port);
+      },
+    };
     try {
       this.#current = this.#open(options.port);
     } catch (error) {
@@ -303,15 +307,7 @@ export class HttpsListener implements Listener {
 
   #relay(conn: Deno.TlsConn, generation: Generation): void {
     generation.connections++;
-    const relay = relayTls(conn, {
-      inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
-      firstBytesTimeoutMs: this.#firstBytesTimeoutMs,
-      idleTimeoutMs: this.#idleTimeoutMs,
-      register: (port, peer) => this.#peers.set(port, peer),
-      unregister: (port, peer) => {
-        if (this.#peers.get(port) === peer) this.#peers.delete(port);
-      },
-    });
+    const relay = relayTls(conn, this.#relayOptions);
     this.#relays.add(relay);
     void relay.done.then(() => {
       this.#relays.delete(relay);

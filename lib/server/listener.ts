@@ -18,8 +18,6 @@ export interface ConnectionInfo {
   readonly secure: boolean;
   /** The port the listener serves, e.g. for `X-Forwarded-Port`. */
   readonly localPort: number;
-  /** Settles once the response (including a streamed body, or an upgrade) has been sent, or failed to be. */
-  readonly completed?: Promise<void>;
 }
 
 /** Serves one request. Route on `new URL(req.url).host`: HTTP/2 requests have no `host` header. */

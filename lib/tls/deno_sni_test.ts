@@ -196,7 +196,8 @@ Deno.test("serveHttpOnListener() keeps a WebSocket open until shutdown(), which 
       const frame = await ws.receive();
       assertEquals([frame?.opcode, new TextDecoder().decode(frame?.payload)], [1, text]);
     }
-    // The HTTPS listener's rotation relies on this: shutting a generation down closes its WebSockets.
+    // Why the HTTPS listener relays into one long-lived server: shutting down a generation's own
+    // server would close its WebSockets.
     const stopped = server.shutdown();
     const close = await ws.receive();
     assertEquals([close?.opcode, close && closeCode(close)], [8, 1001]);

@@ -111,39 +111,32 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       logger: componentLogger("proxy").with({ worker }),
     });
     const hostname = config.hostname ?? "0.0.0.0";
-    // Requests in flight per listener: counted from arrival until the response has been sent.
-    const counted = (listener: "http" | "https", serve: RequestHandler): RequestHandler => {
+    // Requests in flight per listener, as the listeners count them.
+    const counted = (listener: "http" | "https") => {
       const onRequest = options.onRequest;
-      if (onRequest === undefined) return serve;
-      return (req, info) => {
-        onRequest(listener, 1);
-        let open = true;
-        const done = () => {
-          if (open) onRequest(listener, -1);
-          open = false;
-        };
-        if (info.completed === undefined) queueMicrotask(done);
-        else info.completed.then(done, done);
-        return serve(req, info);
-      };
+      return onRequest === undefined
+        ? {}
+        : { onRequest: (delta: 1 | -1) => onRequest(listener, delta) };
     };
     let httpPort: number | null = null;
     let httpsPort: number | null = null;
     if (config.httpPort !== null) {
-      const http = listenHttp(counted("http", handler), {
+      const http = listenHttp(handler, {
         hostname,
         port: config.httpPort,
         reusePort: true,
+        ...counted("http"),
       });
       listeners.push(http);
       httpPort = http.addr.port;
     }
     if (config.httpsPort !== null) {
-      https = listenHttps(counted("https", handler), {
+      https = listenHttps(handler, {
         hostname,
         port: config.httpsPort,
         certificates: () => snapshot().certificates,
         ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
+        ...counted("https"),
         logger: logger(),
       });
       listeners.push(https);
