@@ -33,7 +33,6 @@ import { createTestHost } from "../support/netns.ts";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
 import { INGRESSES } from "../../lib/k8s/resources.ts";
 import {
-  adminOf,
   applyIngressClass,
   controllerCredentials,
   endpointSlice,
@@ -42,7 +41,7 @@ import {
   service,
   startController,
 } from "../e2e/cluster_fixture.ts";
-import { freshNamespace } from "../support/kube.ts";
+import { adminClient, freshNamespace } from "../support/kube.ts";
 
 const CLASS = "sluice";
 const CONTROLLER = "sluice.dev/ingress-controller";
@@ -153,7 +152,7 @@ async function main(): Promise<void> {
   const started = performance.now();
   console.log("bench: starting a kube-apiserver of its own");
   const cluster = await startCluster(await buildCluster({ log: (l) => console.log(l) }));
-  const admin = await adminOf(cluster.kubeconfig);
+  const admin = await adminClient(cluster.kubeconfig);
   await using host = await createTestHost({ name: "bench-backend" });
   using http = new HostClient();
   const rows: Row[] = [];

@@ -124,12 +124,6 @@ async function copyExamples(dir: string, ports: Record<ServiceName, number>): Pr
   return files.sort();
 }
 
-function base64(text: string): string {
-  let binary = "";
-  for (const b of new TextEncoder().encode(text)) binary += String.fromCharCode(b);
-  return btoa(binary);
-}
-
 function portOption(value: string | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
   const n = Number(value);
@@ -301,8 +295,8 @@ async function main(): Promise<void> {
         "  namespace: demo",
         "type: kubernetes.io/tls",
         "data:",
-        `  tls.crt: ${base64(certificate.certPem)}`,
-        `  tls.key: ${base64(certificate.keyPem)}`,
+        `  tls.crt: ${btoa(certificate.certPem)}`,
+        `  tls.key: ${btoa(certificate.keyPem)}`,
         "",
       ].join("\n"),
     );

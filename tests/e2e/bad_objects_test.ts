@@ -21,6 +21,7 @@ import {
   endpointSlice,
   eventsFor,
   HostClient,
+  hostIngress,
   ingress,
   service,
   startController,
@@ -49,10 +50,11 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
     await apply(admin.client, tlsSecret("good-tls", good.certPem, good.keyPem), at);
     await apply(
       admin.client,
-      ingress("good", {
+      hostIngress("good", {
         className: ns,
-        tls: [{ hosts: ["good.e2e.test"], secretName: "good-tls" }],
-        rules: [{ host: "good.e2e.test", paths: [{ path: "/", service: "web" }] }],
+        host: "good.e2e.test",
+        service: "web",
+        secretName: "good-tls",
       }),
       at,
     );
@@ -73,10 +75,7 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
         // An Ingress naming a Service that does not exist: 503 for its host, an Event.
         await apply(
           admin.client,
-          ingress("missing", {
-            className: ns,
-            rules: [{ host: "missing.e2e.test", paths: [{ path: "/", service: "nope" }] }],
-          }),
+          hostIngress("missing", { className: ns, host: "missing.e2e.test", service: "nope" }),
           at,
         );
         await waitFor(
@@ -95,10 +94,11 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
         } as KubeObject);
         await apply(
           admin.client,
-          ingress("garbage", {
+          hostIngress("garbage", {
             className: ns,
-            tls: [{ hosts: ["garbage.e2e.test"], secretName: "garbage-tls" }],
-            rules: [{ host: "garbage.e2e.test", paths: [{ path: "/", service: "web" }] }],
+            host: "garbage.e2e.test",
+            service: "web",
+            secretName: "garbage-tls",
           }),
           at,
         );

@@ -12,29 +12,18 @@
  *
  * @module
  */
-import { KubeConfig } from "@kubernetes/client-node";
-import { stringify } from "yaml";
-import { join } from "node:path";
-import { type KubeAccess, loadKubeAccess } from "../../lib/k8s/kube_access.ts";
-import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
+import type { KubeAccess } from "../../lib/k8s/kube_access.ts";
+import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
 import type { Ingress } from "../../lib/k8s/objects.ts";
 import { EVENTS, INGRESS_CLASSES, INGRESSES } from "../../lib/k8s/resources.ts";
 import { controllerToken } from "../support/controller_identity.ts";
-import { adminClient, freshNamespace, testKubeconfig } from "../support/kube.ts";
+import { adminClient, freshNamespace, testKubeconfig, writeKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { type SluiceProcess, spawnSluice } from "../support/sluice_process.ts";
 
 // ---------------------------------------------------------------------------
 // Cluster access and identity
 // ---------------------------------------------------------------------------
-
-/** An admin client of the cluster behind `kubeconfig`. */
-export async function adminOf(
-  kubeconfig: string,
-): Promise<{ client: KubeClient; access: KubeAccess }> {
-  const access = await loadKubeAccess({ kubeconfig });
-  return { client: new KubeClient(access), access };
-}
 
 /** One test's world: a fresh namespace, an IngressClass of its own, the controller's credentials. */
 export interface E2EWorld {
@@ -50,14 +39,22 @@ export interface E2EWorld {
   close(): Promise<void>;
 }
 
-/** Sets up {@linkcode E2EWorld} for a test; namespaces start with `prefix`. */
-export async function e2eWorld(prefix: string): Promise<E2EWorld> {
-  const admin = await adminClient();
+/**
+ * Sets up {@linkcode E2EWorld} for a test; namespaces start with `prefix`.
+ * The cluster is the shared test cluster unless `options.kubeconfig` (an
+ * admin's) names another.
+ */
+export async function e2eWorld(
+  prefix: string,
+  options: { kubeconfig?: string } = {},
+): Promise<E2EWorld> {
+  const kubeconfig = options.kubeconfig ?? testKubeconfig();
+  const admin = await adminClient(kubeconfig);
   const ns = await freshNamespace(admin.client, prefix);
   const controllerName = `sluice.dev/${ns}`;
   const dropClass = await applyIngressClass(admin.client, ns, controllerName);
   const credentials = await controllerCredentials(admin.client, {
-    adminKubeconfig: testKubeconfig(),
+    adminKubeconfig: kubeconfig,
     namespace: ns,
   });
   return {
@@ -97,34 +94,10 @@ export async function controllerCredentials(
   const ns = options.namespace;
   const granted = await controllerToken(admin, ns, { expirationSeconds: 3600 });
   const token = granted.token;
-  const source = new KubeConfig();
-  source.loadFromFile(options.adminKubeconfig);
-  const cluster = source.getCurrentCluster();
-  if (cluster === null) {
-    throw new Error(`The kubeconfig "${options.adminKubeconfig}" has no cluster`);
-  }
-  const caData = cluster.caData ??
-    (cluster.caFile ? btoa(await Deno.readTextFile(cluster.caFile)) : undefined);
-  const dir = await Deno.makeTempDir({ prefix: "sluice-e2e-kubeconfig-" });
-  const kubeconfig = join(dir, "kubeconfig");
-  await Deno.writeTextFile(
-    kubeconfig,
-    stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{
-        name: "e2e",
-        cluster: {
-          server: cluster.server,
-          ...(caData !== undefined ? { "certificate-authority-data": caData } : {}),
-        },
-      }],
-      users: [{ name: "sluice", user: { token } }],
-      contexts: [{ name: "e2e", context: { cluster: "e2e", user: "sluice", namespace: ns } }],
-      "current-context": "e2e",
-    }),
-    { mode: 0o600 },
-  );
+  const { dir, path: kubeconfig } = await writeKubeconfig(() => ({ token }), {
+    kubeconfig: options.adminKubeconfig,
+    namespace: ns,
+  });
   return {
     kubeconfig,
     token,
@@ -201,6 +174,23 @@ export function ingress(
   } as KubeObject;
 }
 
+/**
+ * An Ingress of class `className` sending every path of `host` (Prefix `/`)
+ * to port 80 of `service`; over TLS with Secret `secretName` if given.
+ */
+export function hostIngress(
+  name: string,
+  options: { className: string; host: string; service: string; secretName?: string },
+): KubeObject {
+  return ingress(name, {
+    className: options.className,
+    ...(options.secretName !== undefined
+      ? { tls: [{ hosts: [options.host], secretName: options.secretName }] }
+      : {}),
+    rules: [{ host: options.host, paths: [{ path: "/", service: options.service }] }],
+  });
+}
+
 /** A ClusterIP Service with one port `http` (80 → `targetPort`). */
 export function service(name: string, targetPort: number): KubeObject {
   return {
@@ -242,15 +232,8 @@ export function tlsSecret(name: string, certPem: string, keyPem: string): KubeOb
     kind: "Secret",
     metadata: { name },
     type: "kubernetes.io/tls",
-    data: { "tls.crt": base64(certPem), "tls.key": base64(keyPem) },
+    data: { "tls.crt": btoa(certPem), "tls.key": btoa(keyPem) },
   } as KubeObject;
-}
-
-function base64(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary);
 }
 
 /** Applies (server-side) a cluster-scoped IngressClass; returns a function deleting it. */

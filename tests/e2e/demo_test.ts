@@ -12,7 +12,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
-import { freePort } from "../support/sluice_process.ts";
+import { collectLines, freePort } from "../support/sluice_process.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { type Answer, HostClient, tlsGet } from "./cluster_fixture.ts";
 
@@ -113,17 +113,10 @@ Deno.test("deno task demo prints curl commands that answer as printed, and Ctrl-
     stderr: "piped",
   }).spawn();
   const lines: string[] = [];
-  const collect = async (stream: ReadableStream<Uint8Array>) => {
-    let pending = "";
-    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
-      pending += text;
-      const parts = pending.split("\n");
-      pending = parts.pop() ?? "";
-      lines.push(...parts);
-    }
-    if (pending !== "") lines.push(pending);
-  };
-  const output = Promise.all([collect(child.stdout), collect(child.stderr)]);
+  const output = Promise.all([
+    collectLines(child.stdout, lines),
+    collectLines(child.stderr, lines),
+  ]);
   let exited: number | undefined;
   const status = child.status.then((s) => exited = s.code);
   using http = new HostClient();

@@ -17,7 +17,7 @@ import type { SluiceProcess } from "../support/sluice_process.ts";
 import {
   e2eWorld,
   HostClient,
-  ingress,
+  hostIngress,
   logsWith,
   service,
   startController,
@@ -53,10 +53,7 @@ Deno.test("Only the leader replica writes Ingress status, and the other takes ov
       await apply(admin.client, service("web", 8080), at);
       await apply(
         admin.client,
-        ingress("web", {
-          className: ns,
-          rules: [{ host: "web.e2e.test", paths: [{ path: "/", service: "web" }] }],
-        }),
+        hostIngress("web", { className: ns, host: "web.e2e.test", service: "web" }),
         at,
       );
       const start = async (pod: string, address: string) => {
@@ -93,10 +90,7 @@ Deno.test("Only the leader replica writes Ingress status, and the other takes ov
       // Both replicas serve; a new Ingress is routed by both and gets the leader's status.
       await apply(
         admin.client,
-        ingress("web-2", {
-          className: ns,
-          rules: [{ host: "web-2.e2e.test", paths: [{ path: "/", service: "web" }] }],
-        }),
+        hostIngress("web-2", { className: ns, host: "web-2.e2e.test", service: "web" }),
         at,
       );
       for (const { sluice } of replicas.values()) {

@@ -15,7 +15,6 @@
  */
 import { parse } from "yaml";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
 import {
   apiVersionOf,
@@ -25,10 +24,11 @@ import {
   SERVICES,
 } from "../../lib/k8s/resources.ts";
 import { assert, assertEquals } from "../support/assert.ts";
-import { adminClient, freshNamespace, testKubeconfig } from "../support/kube.ts";
+import { adminClient, freshNamespace, writeKubeconfig } from "../support/kube.ts";
 import { apply, MANIFESTS_DIR, readManifest, resourceOf } from "../support/manifests.ts";
 import { spawnSluice } from "../support/sluice_process.ts";
 import { waitFor } from "../support/wait.ts";
+import { HostClient } from "./cluster_fixture.ts";
 
 const DEPLOYMENTS: Resource = {
   group: "apps",
@@ -92,33 +92,6 @@ interface Deployment extends KubeObject {
 }
 interface Service extends KubeObject {
   spec: { type: string; clusterIP: string; ports: { port: number; targetPort: string }[] };
-}
-
-/** A kubeconfig that reaches the test apiserver with `token` and nothing else. */
-async function tokenKubeconfig(token: string): Promise<string> {
-  const admin = new KubeConfig();
-  admin.loadFromFile(testKubeconfig());
-  const cluster = admin.getCurrentCluster();
-  assert(cluster !== null);
-  const dir = await Deno.makeTempDir({ prefix: "sluice-sa-" });
-  const path = join(dir, "kubeconfig");
-  const caData = cluster.caData ??
-    (cluster.caFile ? btoa(await Deno.readTextFile(cluster.caFile)) : undefined);
-  await Deno.writeTextFile(
-    path,
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{
-        name: "test",
-        cluster: { server: cluster.server, "certificate-authority-data": caData },
-      }],
-      users: [{ name: "sluice", user: { token } }],
-      contexts: [{ name: "sluice", context: { cluster: "test", user: "sluice" } }],
-      "current-context": "sluice",
-    }),
-  );
-  return path;
 }
 
 Deno.test("the shipped manifests apply to a real apiserver and Sluice serves under exactly their RBAC", async () => {
@@ -201,8 +174,10 @@ Deno.test("the shipped manifests apply to a real apiserver and Sluice serves und
         spec: { expirationSeconds: 600 },
       },
     );
-    const kubeconfig = await tokenKubeconfig(request.status.token);
-    kubeconfigDir = join(kubeconfig, "..");
+    const { dir, path: kubeconfig } = await writeKubeconfig(() => ({
+      token: request.status.token,
+    }));
+    kubeconfigDir = dir;
 
     const ns = await freshNamespace(admin.client, "shipped");
     await admin.client.create(SERVICES, { namespace: ns }, {
@@ -241,15 +216,8 @@ Deno.test("the shipped manifests apply to a real apiserver and Sluice serves und
     try {
       await sluice.ready();
       // A routed host whose Service has no endpoints answers 503; an unknown host 404.
-      using client = Deno.createHttpClient({ allowHost: true });
-      const answer = async (host: string) => {
-        const r = await fetch(`http://127.0.0.1:${sluice.httpPort}/`, {
-          headers: { host },
-          client,
-        });
-        await r.body?.cancel();
-        return r.status;
-      };
+      using http = new HostClient();
+      const answer = async (host: string) => (await http.get(sluice.httpPort, host)).status;
       await waitFor("the Ingress to be routed", async () => await answer(`${ns}.test`) === 503);
       assertEquals(await answer("unknown.test"), 404);
       // Leader election in the sluice namespace and the status write both passed RBAC.

@@ -20,6 +20,7 @@ import {
   e2eWorld,
   endpointSlice,
   HostClient,
+  hostIngress,
   ingress,
   podsSeen,
   service,
@@ -57,10 +58,7 @@ Deno.test("Sluice routes by host and path as Ingresses, Services and EndpointSli
     );
     await apply(
       admin,
-      ingress("shop", {
-        className,
-        rules: [{ host: "shop.e2e.test", paths: [{ path: "/", service: "web" }] }],
-      }),
+      hostIngress("shop", { className, host: "shop.e2e.test", service: "web" }),
       at,
     );
 

@@ -16,7 +16,7 @@ import type { Service } from "../../lib/k8s/objects.ts";
 import { SERVICES } from "../../lib/k8s/resources.ts";
 import {
   e2eWorld,
-  ingress,
+  hostIngress,
   service,
   startController,
   statusOf,
@@ -38,10 +38,7 @@ Deno.test("Ingress status follows the --publish-service Service, and is cleared 
     await apply(admin.client, service("web", 8080), at);
     await apply(
       admin.client,
-      ingress("web", {
-        className: ns,
-        rules: [{ host: "web.e2e.test", paths: [{ path: "/", service: "web" }] }],
-      }),
+      hostIngress("web", { className: ns, host: "web.e2e.test", service: "web" }),
       at,
     );
     const sluice = await startController({
@@ -75,10 +72,7 @@ Deno.test("Ingress status follows the --publish-service Service, and is cleared 
         // The Ingress leaves our class: its status is cleared.
         await apply(
           admin.client,
-          ingress("web", {
-            className: "someone-else",
-            rules: [{ host: "web.e2e.test", paths: [{ path: "/", service: "web" }] }],
-          }),
+          hostIngress("web", { className: "someone-else", host: "web.e2e.test", service: "web" }),
           at,
         );
         await waitFor(

@@ -10,19 +10,16 @@
  * @module
  */
 import { assertEquals } from "../support/assert.ts";
-import { freshNamespace } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
 import { createTestHost } from "../support/netns.ts";
 import { waitFor } from "../support/wait.ts";
 import { buildCluster, type RunningCluster, startCluster } from "../cluster/harness.ts";
 import {
-  adminOf,
-  applyIngressClass,
   assertRunning,
-  controllerCredentials,
+  e2eWorld,
   endpointSlice,
   HostClient,
-  ingress,
+  hostIngress,
   logsWith,
   service,
   startController,
@@ -35,79 +32,68 @@ Deno.test("Sluice keeps serving its last snapshot while the apiserver is down an
   let cluster: RunningCluster = await startCluster(bin);
   const port = Number(new URL(cluster.server).port);
   const workDir = cluster.workDir;
-  const admin = await adminOf(cluster.kubeconfig);
-  await using host = await createTestHost({ name: "pod-web" });
-  using http = new HostClient();
   try {
-    const ns = await freshNamespace(admin.client, "e2e-faults");
-    const at = { namespace: ns };
-    const controllerName = `sluice.dev/${ns}`;
-    await applyIngressClass(admin.client, ns, controllerName);
-    const credentials = await controllerCredentials(admin.client, {
-      adminKubeconfig: cluster.kubeconfig,
-      namespace: ns,
-    });
-    await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
-    await apply(admin.client, service("web", 8080), at);
-    await apply(
-      admin.client,
-      endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
-      at,
-    );
-    await apply(
-      admin.client,
-      ingress("before", {
-        className: ns,
-        rules: [{ host: "before.e2e.test", paths: [{ path: "/", service: "web" }] }],
-      }),
-      at,
-    );
-    const sluice = await startController({ credentials, controllerName, electionNamespace: ns });
-    const exit = watchExit(sluice);
+    const world = await e2eWorld("e2e-faults", { kubeconfig: cluster.kubeconfig });
+    const { admin, ns, at, controllerName, credentials } = world;
     try {
-      await withLogsOnFailure(() => [["sluice", sluice]], async () => {
-        await sluice.ready();
-        assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
-
-        await cluster.stop();
-        // Sluice noticed: its watches fail and retry with a backoff.
-        await waitFor(
-          "Sluice to notice the apiserver is gone",
-          () => logsWith(sluice, "retrying after a backoff").length > 0,
-          { timeoutMs: 15_000 },
-        );
-        // Still serving the last snapshot, and still ready.
-        for (let i = 0; i < 20; i++) {
+      await using host = await createTestHost({ name: "pod-web" });
+      using http = new HostClient();
+      await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
+      await apply(admin.client, service("web", 8080), at);
+      await apply(
+        admin.client,
+        endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
+        at,
+      );
+      await apply(
+        admin.client,
+        hostIngress("before", { className: ns, host: "before.e2e.test", service: "web" }),
+        at,
+      );
+      const sluice = await startController({ credentials, controllerName, electionNamespace: ns });
+      const exit = watchExit(sluice);
+      try {
+        await withLogsOnFailure(() => [["sluice", sluice]], async () => {
+          await sluice.ready();
           assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
-        }
-        const readyz = await fetch(`http://127.0.0.1:${sluice.healthPort}/readyz`);
-        await readyz.body?.cancel();
-        assertEquals(readyz.status, 200);
 
-        cluster = await startCluster(bin, { workDir, port });
-        // A change made after the restart is served: the watches resumed (or relisted).
-        await apply(
-          admin.client,
-          ingress("after", {
-            className: ns,
-            rules: [{ host: "after.e2e.test", paths: [{ path: "/", service: "web" }] }],
-          }),
-          at,
-        );
-        await waitFor(
-          "the Ingress created after the restart to be served",
-          async () => (await http.get(sluice.httpPort, "after.e2e.test")).pod === "web-1",
-          { timeoutMs: 45_000, intervalMs: 100 },
-        );
-        assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
-        assertRunning(sluice, exit);
-      });
+          await cluster.stop();
+          // Sluice noticed: its watches fail and retry with a backoff.
+          await waitFor(
+            "Sluice to notice the apiserver is gone",
+            () => logsWith(sluice, "retrying after a backoff").length > 0,
+            { timeoutMs: 15_000 },
+          );
+          // Still serving the last snapshot, and still ready.
+          for (let i = 0; i < 20; i++) {
+            assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
+          }
+          const readyz = await fetch(`http://127.0.0.1:${sluice.healthPort}/readyz`);
+          await readyz.body?.cancel();
+          assertEquals(readyz.status, 200);
+
+          cluster = await startCluster(bin, { workDir, port });
+          // A change made after the restart is served: the watches resumed (or relisted).
+          await apply(
+            admin.client,
+            hostIngress("after", { className: ns, host: "after.e2e.test", service: "web" }),
+            at,
+          );
+          await waitFor(
+            "the Ingress created after the restart to be served",
+            async () => (await http.get(sluice.httpPort, "after.e2e.test")).pod === "web-1",
+            { timeoutMs: 45_000, intervalMs: 100 },
+          );
+          assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
+          assertRunning(sluice, exit);
+        });
+      } finally {
+        await sluice.stop();
+      }
     } finally {
-      await sluice.stop();
-      await credentials.cleanup();
+      await world.close();
     }
   } finally {
-    admin.access.close();
     await cluster.stop();
     await Deno.remove(workDir, { recursive: true }).catch(() => {});
   }

@@ -3,39 +3,15 @@ import { assert, assertEquals, assertRejects } from "../support/assert.ts";
 import { loadKubeAccess } from "../../lib/k8s/kube_access.ts";
 import { KubeApiError, KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
 import { NAMESPACES } from "../../lib/k8s/resources.ts";
-import { testKubeconfig } from "../support/kube.ts";
+import { testKubeconfig, writeKubeconfig } from "../support/kube.ts";
 
-/** The test cluster's server and CA, and the admin's token. */
-function testCluster(): { server: string; caData: string; token: string } {
+/** The admin's token in the test kubeconfig. */
+function adminToken(): string {
   const kc = new KubeConfig();
   kc.loadFromFile(testKubeconfig());
-  const cluster = kc.getCurrentCluster();
   const token = kc.getCurrentUser()?.token;
-  if (cluster?.caData === undefined || token === undefined) {
-    throw new Error("The test kubeconfig has no certificate-authority-data or no token");
-  }
-  return { server: cluster.server, caData: cluster.caData, token };
-}
-
-/** Writes a kubeconfig for the test cluster whose user is `user`, in a new temporary directory. */
-async function kubeconfigWithUser(
-  user: (dir: string) => Record<string, unknown>,
-): Promise<{ dir: string; path: string }> {
-  const { server, caData } = testCluster();
-  const dir = await Deno.makeTempDir({ prefix: "kube-access-it-" });
-  const path = `${dir}/config`;
-  await Deno.writeTextFile(
-    path,
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{ name: "test", cluster: { server, "certificate-authority-data": caData } }],
-      users: [{ name: "user", user: user(dir) }],
-      contexts: [{ name: "test", context: { cluster: "test", user: "user" } }],
-      "current-context": "test",
-    }),
-  );
-  return { dir, path };
+  if (token === undefined) throw new Error("The test kubeconfig has no token");
+  return token;
 }
 
 async function namespaceCount(client: KubeClient): Promise<number> {
@@ -53,8 +29,8 @@ Deno.test("loadKubeAccess() with the test kubeconfig lists namespaces over verif
 });
 
 Deno.test("a token file user authenticates with the file's token, and a bad one gets 401 after the refresh interval", async () => {
-  const { token } = testCluster();
-  const { dir, path } = await kubeconfigWithUser((dir) => ({
+  const token = adminToken();
+  const { dir, path } = await writeKubeconfig((dir) => ({
     "auth-provider": { name: "tokenFile", config: { tokenFile: `${dir}/token` } },
   }));
   await Deno.writeTextFile(`${dir}/token`, token);
@@ -82,13 +58,13 @@ Deno.test("a token file user authenticates with the file's token, and a bad one 
 });
 
 Deno.test("an exec plugin user authenticates through the worker kept for it", async () => {
-  const { token } = testCluster();
+  const token = adminToken();
   const credential = JSON.stringify({
     apiVersion: "client.authentication.k8s.io/v1",
     kind: "ExecCredential",
     status: { token },
   });
-  const { dir, path } = await kubeconfigWithUser((dir) => ({
+  const { dir, path } = await writeKubeconfig((dir) => ({
     exec: {
       apiVersion: "client.authentication.k8s.io/v1",
       command: "cat",

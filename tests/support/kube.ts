@@ -1,12 +1,15 @@
 /**
  * Test access to the real kube-apiserver started by `deno task test`
- * (`SLUICE_TEST_KUBECONFIG`): clients for the admin and for other identities,
- * and fresh namespaces (a bare apiserver never finishes deleting a
+ * (`SLUICE_TEST_KUBECONFIG`) or another harness cluster: clients for the
+ * admin and for other identities, kubeconfig files for other identities, and
+ * fresh namespaces (a bare apiserver never finishes deleting a
  * namespace, so each test takes a new one).
  *
  * @module
  */
 import { KubeConfig } from "@kubernetes/client-node";
+import { stringify } from "yaml";
+import { join } from "node:path";
 import {
   accessFromKubeConfig,
   type KubeAccess,
@@ -26,9 +29,14 @@ export function testKubeconfig(): string {
   return path;
 }
 
-/** A client acting as the cluster admin. Close it with `access.close()`. */
-export async function adminClient(): Promise<{ client: KubeClient; access: KubeAccess }> {
-  const access = await loadKubeAccess({ kubeconfig: testKubeconfig() });
+/**
+ * A client acting as the cluster admin of `kubeconfig` (default: the test
+ * cluster's). Close it with `access.close()`.
+ */
+export async function adminClient(
+  kubeconfig: string = testKubeconfig(),
+): Promise<{ client: KubeClient; access: KubeAccess }> {
+  const access = await loadKubeAccess({ kubeconfig });
   return { client: new KubeClient(access), access };
 }
 
@@ -49,6 +57,53 @@ export async function clientWithToken(
   });
   const access = await accessFromKubeConfig(kc, "token");
   return { client: new KubeClient(access), access };
+}
+
+/**
+ * Writes a kubeconfig file into a new temporary directory (`dir`, which the
+ * caller removes): the cluster of `options.kubeconfig` (default: the test
+ * cluster's), reached as `user(dir)` (a kubeconfig `user` entry, e.g.
+ * `{ token }`) and nothing else, in `options.namespace` if given.
+ */
+export async function writeKubeconfig(
+  user: (dir: string) => Record<string, unknown>,
+  options: { kubeconfig?: string; namespace?: string } = {},
+): Promise<{ dir: string; path: string }> {
+  const source = options.kubeconfig ?? testKubeconfig();
+  const admin = new KubeConfig();
+  admin.loadFromFile(source);
+  const cluster = admin.getCurrentCluster();
+  if (cluster === null) throw new Error(`The kubeconfig "${source}" has no cluster`);
+  const caData = cluster.caData ??
+    (cluster.caFile ? btoa(await Deno.readTextFile(cluster.caFile)) : undefined);
+  const dir = await Deno.makeTempDir({ prefix: "sluice-test-kubeconfig-" });
+  const path = join(dir, "kubeconfig");
+  await Deno.writeTextFile(
+    path,
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{
+        name: "test",
+        cluster: {
+          server: cluster.server,
+          ...(caData !== undefined ? { "certificate-authority-data": caData } : {}),
+        },
+      }],
+      users: [{ name: "user", user: user(dir) }],
+      contexts: [{
+        name: "test",
+        context: {
+          cluster: "test",
+          user: "user",
+          ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
+        },
+      }],
+      "current-context": "test",
+    }),
+    { mode: 0o600 },
+  );
+  return { dir, path };
 }
 
 /** Creates a namespace with a unique name starting with `prefix`. */

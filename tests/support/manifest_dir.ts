@@ -26,13 +26,6 @@ export interface ManifestDir {
   remove(): Promise<void>;
 }
 
-function base64(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary);
-}
-
 /** The YAML of one site (Ingress, Service, EndpointSlice, and the Secret if TLS). */
 export function siteYaml(site: ManifestSite): string {
   const { namespace, name, host, port, tls } = site;
@@ -89,8 +82,8 @@ metadata:
   namespace: ${namespace}
 type: kubernetes.io/tls
 data:
-  tls.crt: ${base64(tls.certPem)}
-  tls.key: ${base64(tls.keyPem)}`);
+  tls.crt: ${btoa(tls.certPem)}
+  tls.key: ${btoa(tls.keyPem)}`);
   }
   return docs.join("\n---\n") + "\n";
 }

@@ -108,6 +108,15 @@ async function ipOrThrow(args: readonly string[]): Promise<string> {
   return r.stdout;
 }
 
+/** Sends `signal` to `child` unless it has already exited. */
+function kill(child: Deno.ChildProcess, signal: Deno.Signal): void {
+  try {
+    child.kill(signal);
+  } catch {
+    // Already exited.
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     Deno.statSync(`/proc/${pid}`);
@@ -189,13 +198,7 @@ function installExitHook(): void {
   // Last resort when a test forgot close(): synchronous, on a normal exit.
   globalThis.addEventListener("unload", () => {
     for (const [namespace, { veth, children }] of open) {
-      for (const child of children) {
-        try {
-          child.kill("SIGKILL");
-        } catch {
-          // Already exited.
-        }
-      }
+      for (const child of children) kill(child, "SIGKILL");
       new Deno.Command("ip", { args: ["netns", "del", namespace], stdout: "null", stderr: "null" })
         .outputSync();
       new Deno.Command("ip", { args: ["link", "del", veth], stdout: "null", stderr: "null" })
@@ -238,11 +241,7 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
     closed ??= (async () => {
       await Promise.all([...backends].map((b) => b.stop()));
       for (const child of children) {
-        try {
-          child.kill("SIGKILL");
-        } catch {
-          // Already exited.
-        }
+        kill(child, "SIGKILL");
         await child.status.catch(() => {});
       }
       children.clear();
@@ -347,11 +346,7 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
             })(),
           );
         } catch (error) {
-          try {
-            child.kill("SIGKILL");
-          } catch {
-            // Already exited.
-          }
+          kill(child, "SIGKILL");
           await reader.cancel().catch(() => {});
           await child.status;
           await errors.catch(() => {});
@@ -371,18 +366,8 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
           pid: child.pid,
           stop() {
             stopped ??= (async () => {
-              try {
-                child.kill("SIGTERM");
-              } catch {
-                // Already exited.
-              }
-              const timer = setTimeout(() => {
-                try {
-                  child.kill("SIGKILL");
-                } catch {
-                  // Already exited.
-                }
-              }, 2_000);
+              kill(child, "SIGTERM");
+              const timer = setTimeout(() => kill(child, "SIGKILL"), 2_000);
               await child.status;
               clearTimeout(timer);
               await drained;

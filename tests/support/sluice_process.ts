@@ -34,6 +34,21 @@ export function freePort(): number {
   return port;
 }
 
+/** Appends the lines of `stream` to `lines` as they arrive; resolves when it ends. */
+export async function collectLines(
+  stream: ReadableStream<Uint8Array>,
+  lines: string[],
+): Promise<void> {
+  let pending = "";
+  for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+    pending += text;
+    const parts = pending.split("\n");
+    pending = parts.pop() ?? "";
+    lines.push(...parts);
+  }
+  if (pending !== "") lines.push(pending);
+}
+
 /** A running Sluice process. */
 export interface SluiceProcess {
   readonly httpPort: number;
@@ -85,17 +100,7 @@ export async function spawnSluice(
     stderr: "piped",
   }).spawn();
   const logs: string[] = [];
-  const collect = async (stream: ReadableStream<Uint8Array>) => {
-    let pending = "";
-    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
-      pending += text;
-      const lines = pending.split("\n");
-      pending = lines.pop() ?? "";
-      logs.push(...lines);
-    }
-    if (pending !== "") logs.push(pending);
-  };
-  const streams = Promise.all([collect(child.stdout), collect(child.stderr)]);
+  const streams = Promise.all([collectLines(child.stdout, logs), collectLines(child.stderr, logs)]);
   const exited = child.status.then(async (s) => {
     await streams;
     return s.code;
