@@ -32,20 +32,20 @@ Deno.test("SIGTERM under load: not ready at once, keeps serving, fails no starte
   let issuing = true;
   try {
     await sluice.ready();
-    const loop = async (id: number) => {
-      for (let i = 0; issuing && i < 500; i++) {
-        // One request in five is slow: it is still running when the listeners stop accepting.
-        const slow = (i + id) % 5 === 0;
-        const issuedAfterSignal = signalledAt !== undefined;
-        const url = `http://127.0.0.1:${sluice.httpPort}/load?n=${i}${slow ? "&delay=2000" : ""}`;
-        try {
-          const r = await fetch(url, { headers: { host: "shop.test" }, client });
-          await r.arrayBuffer();
-          outcomes.push({ status: r.status, slow, issuedAfterSignal });
-        } catch (error) {
-          outcomes.push({ status: String(error), slow, issuedAfterSignal });
-        }
+    const send = async (n: number, slow: boolean) => {
+      const issuedAfterSignal = signalledAt !== undefined;
+      const url = `http://127.0.0.1:${sluice.httpPort}/load?n=${n}${slow ? "&delay=2000" : ""}`;
+      try {
+        const r = await fetch(url, { headers: { host: "shop.test" }, client });
+        await r.arrayBuffer();
+        outcomes.push({ status: r.status, slow, issuedAfterSignal });
+      } catch (error) {
+        outcomes.push({ status: String(error), slow, issuedAfterSignal });
       }
+    };
+    const loop = async (id: number) => {
+      // One request in five is slow: it is still running when the listeners stop accepting.
+      for (let i = 0; issuing && i < 500; i++) await send(i, (i + id) % 5 === 0);
     };
     const loops = Array.from({ length: 16 }, (_, id) => loop(id));
     await waitFor("some load", () => outcomes.length >= 50);
@@ -57,6 +57,10 @@ Deno.test("SIGTERM under load: not ready at once, keeps serving, fails no starte
       await r.body?.cancel();
       return r.status === 503;
     }, { timeoutMs: 500, intervalMs: 5 });
+    // The loops move in step (their slow requests start together), so all of them may be
+    // inside a slow request for the whole window below: send one fast and one slow request
+    // now, so that requests issued after the signal exist whatever the timing.
+    loops.push(send(-1, false), send(-2, true));
     // Keep sending during the first part of the delay (a load balancer still would), then stop.
     await waitFor("half the shutdown delay", () => performance.now() - signalledAt! > delayMs / 2);
     issuing = false;
