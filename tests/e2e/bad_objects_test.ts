@@ -24,11 +24,9 @@ import {
   hostIngress,
   ingress,
   service,
-  startController,
   tlsGet,
   tlsSecret,
-  watchExit,
-  withLogsOnFailure,
+  withController,
 } from "./cluster_fixture.ts";
 
 const HUGE_RULES = 3_000;
@@ -58,11 +56,9 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
       }),
       at,
     );
-    const sluice = await startController({ credentials, controllerName, electionNamespace: ns });
-    const exit = watchExit(sluice);
-    try {
-      await withLogsOnFailure(() => [["sluice", sluice]], async () => {
-        await sluice.ready();
+    await withController(
+      { credentials, controllerName, electionNamespace: ns },
+      async (sluice, exit) => {
         const goodStillServed = async () => {
           assertRunning(sluice, exit);
           const https = await tlsGet(sluice.httpsPort, "good.e2e.test", {
@@ -184,10 +180,8 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
         const goodEvents = await eventsFor(admin.client, ns, "Ingress", "good");
         assertEquals(goodEvents.filter((e) => e.type === "Warning"), []);
         assertRunning(sluice, exit);
-      });
-    } finally {
-      await sluice.stop();
-    }
+      },
+    );
   } finally {
     await world.close();
   }

@@ -321,6 +321,27 @@ export function watchExit(sluice: SluiceProcess): { code?: number } {
   return state;
 }
 
+/**
+ * Starts a controller, runs `body` once it is ready (a failure carries its
+ * last log lines), and stops it whatever happened. `exit` tracks whether it
+ * exited (for {@linkcode assertRunning}).
+ */
+export async function withController<T>(
+  options: ControllerOptions,
+  body: (sluice: SluiceProcess, exit: { code?: number }) => Promise<T>,
+): Promise<T> {
+  const sluice = await startController(options);
+  const exit = watchExit(sluice);
+  try {
+    return await withLogsOnFailure(() => [["sluice", sluice]], async () => {
+      await sluice.ready();
+      return await body(sluice, exit);
+    });
+  } finally {
+    await sluice.stop();
+  }
+}
+
 /** The log records whose message includes `text`. */
 export function logsWith(sluice: SluiceProcess, text: string): Record<string, unknown>[] {
   return sluice.records().filter((r) => String(r.message ?? "").includes(text));

@@ -14,14 +14,7 @@ import { waitFor } from "../support/wait.ts";
 import type { KubeObject } from "../../lib/k8s/kube_client.ts";
 import type { Service } from "../../lib/k8s/objects.ts";
 import { SERVICES } from "../../lib/k8s/resources.ts";
-import {
-  e2eWorld,
-  hostIngress,
-  service,
-  startController,
-  statusOf,
-  withLogsOnFailure,
-} from "./cluster_fixture.ts";
+import { e2eWorld, hostIngress, service, statusOf, withController } from "./cluster_fixture.ts";
 
 Deno.test("Ingress status follows the --publish-service Service, and is cleared when the Ingress leaves the class", async () => {
   const world = await e2eWorld("e2e-status");
@@ -41,49 +34,43 @@ Deno.test("Ingress status follows the --publish-service Service, and is cleared 
       hostIngress("web", { className: ns, host: "web.e2e.test", service: "web" }),
       at,
     );
-    const sluice = await startController({
+    await withController({
       credentials,
       controllerName,
       electionNamespace: ns,
       extraArgs: [`--publish-service=${ns}/sluice-lb`],
-    });
-    try {
-      await withLogsOnFailure(() => [["sluice", sluice]], async () => {
-        await sluice.ready();
-        await waitFor(
-          "the cluster IP in the Ingress status",
-          async () => (await statusOf(admin.client, ns, "web")).join() === clusterIp,
-        );
+    }, async () => {
+      await waitFor(
+        "the cluster IP in the Ingress status",
+        async () => (await statusOf(admin.client, ns, "web")).join() === clusterIp,
+      );
 
-        // A load balancer appears: no route changes, yet the status follows within seconds.
-        await admin.client.patch(SERVICES, {
-          namespace: ns,
-          name: "sluice-lb",
-          subresource: "status",
-        }, {
-          status: { loadBalancer: { ingress: [{ ip: "192.0.2.50" }] } },
-        });
-        await waitFor(
-          "the load-balancer address in the Ingress status",
-          async () => (await statusOf(admin.client, ns, "web")).join() === "192.0.2.50",
-          { timeoutMs: 5_000 },
-        );
-
-        // The Ingress leaves our class: its status is cleared.
-        await apply(
-          admin.client,
-          hostIngress("web", { className: "someone-else", host: "web.e2e.test", service: "web" }),
-          at,
-        );
-        await waitFor(
-          "the status to be cleared",
-          async () => (await statusOf(admin.client, ns, "web")).length === 0,
-        );
-        assertEquals(await statusOf(admin.client, ns, "web"), []);
+      // A load balancer appears: no route changes, yet the status follows within seconds.
+      await admin.client.patch(SERVICES, {
+        namespace: ns,
+        name: "sluice-lb",
+        subresource: "status",
+      }, {
+        status: { loadBalancer: { ingress: [{ ip: "192.0.2.50" }] } },
       });
-    } finally {
-      await sluice.stop();
-    }
+      await waitFor(
+        "the load-balancer address in the Ingress status",
+        async () => (await statusOf(admin.client, ns, "web")).join() === "192.0.2.50",
+        { timeoutMs: 5_000 },
+      );
+
+      // The Ingress leaves our class: its status is cleared.
+      await apply(
+        admin.client,
+        hostIngress("web", { className: "someone-else", host: "web.e2e.test", service: "web" }),
+        at,
+      );
+      await waitFor(
+        "the status to be cleared",
+        async () => (await statusOf(admin.client, ns, "web")).length === 0,
+      );
+      assertEquals(await statusOf(admin.client, ns, "web"), []);
+    });
   } finally {
     await world.close();
   }

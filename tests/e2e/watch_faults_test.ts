@@ -22,9 +22,7 @@ import {
   hostIngress,
   logsWith,
   service,
-  startController,
-  watchExit,
-  withLogsOnFailure,
+  withController,
 } from "./cluster_fixture.ts";
 
 Deno.test("Sluice keeps serving its last snapshot while the apiserver is down and catches up after a restart", async () => {
@@ -50,11 +48,9 @@ Deno.test("Sluice keeps serving its last snapshot while the apiserver is down an
         hostIngress("before", { className: ns, host: "before.e2e.test", service: "web" }),
         at,
       );
-      const sluice = await startController({ credentials, controllerName, electionNamespace: ns });
-      const exit = watchExit(sluice);
-      try {
-        await withLogsOnFailure(() => [["sluice", sluice]], async () => {
-          await sluice.ready();
+      await withController(
+        { credentials, controllerName, electionNamespace: ns },
+        async (sluice, exit) => {
           assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
 
           await cluster.stop();
@@ -86,10 +82,8 @@ Deno.test("Sluice keeps serving its last snapshot while the apiserver is down an
           );
           assertEquals((await http.get(sluice.httpPort, "before.e2e.test")).pod, "web-1");
           assertRunning(sluice, exit);
-        });
-      } finally {
-        await sluice.stop();
-      }
+        },
+      );
     } finally {
       await world.close();
     }
