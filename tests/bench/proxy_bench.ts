@@ -8,6 +8,12 @@
  * for several rounds; prints medians of req/s, p50/p99 latency, ratios to
  * nginx, CPU used by the proxy (so req/s per core), and Sluice's RSS.
  *
+ * A fifth contender, the floor (`floor_proxy.ts`), is the least a proxy on
+ * Sluice's stack can do (`Deno.serve` in front, a bare HTTP/1.1 client on
+ * `Deno.connect` behind, one thread, no proxy logic): Sluice's req/s per core
+ * against it shows how much of the cost is Sluice's own and how much is the
+ * stack's.
+ *
  * Installs nginx and wrk from Debian with apt-get when missing (needs root).
  * Everything runs as the current user from a temporary directory; no system
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
@@ -27,6 +33,7 @@ import { startFlags } from "../support/sluice_process.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 const SERVER = new URL("./sluice_bench_server.ts", import.meta.url).pathname;
+const FLOOR = new URL("./floor_proxy.ts", import.meta.url).pathname;
 const DENO = Deno.execPath();
 
 function option(name: string, fallback: number): number {
@@ -35,6 +42,7 @@ function option(name: string, fallback: number): number {
 }
 
 const ROUNDS = option("rounds", 3);
+const FLOOR_NAME = "floor: Deno.serve + Deno.connect, no proxy logic";
 const DURATION_S = option("duration", 5);
 const CONNECTIONS = option("connections", 64);
 const CPUS = navigator.hardwareConcurrency;
@@ -216,7 +224,8 @@ async function main(): Promise<void> {
       nginxTlsPort = 0,
       sluice1TlsPort = 0,
       sluiceNTlsPort = 0,
-    ] = freePorts(7);
+      floorPort = 0,
+    ] = freePorts(8);
     const certificate = await generateSelfSignedCertificate({ hostnames: ["bench.test"] });
     await Deno.writeTextFile(`${dir}/tls.crt`, certificate.certPem);
     await Deno.writeTextFile(`${dir}/tls.key`, certificate.keyPem);
@@ -277,14 +286,33 @@ async function main(): Promise<void> {
       }).spawn();
     const sluice1 = sluice(sluice1Port, sluice1TlsPort, 1);
     const sluiceN = sluice(sluiceNPort, sluiceNTlsPort, CPUS);
-    children.push(sluice1, sluiceN);
+    const floor = new Deno.Command(DENO, {
+      args: [
+        "run",
+        "--allow-net",
+        ...SLUICE_FLAGS,
+        FLOOR,
+        "--port",
+        String(floorPort),
+        "--backend",
+        `127.0.0.1:${backendPort}`,
+      ],
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    children.push(sluice1, sluiceN, floor);
     const readyLine = async (child: Deno.ChildProcess) => {
       const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
       const { value } = await reader.read();
       reader.releaseLock();
       return JSON.parse(value!.split("\n")[0]!) as { handler: string; pid: number };
     };
-    const [ready1, readyN] = await Promise.all([readyLine(sluice1), readyLine(sluiceN)]);
+    const [ready1, readyN, readyFloor] = await Promise.all([
+      readyLine(sluice1),
+      readyLine(sluiceN),
+      readyLine(floor),
+    ]);
     for (const [port, what] of [[backendPort, "the backend"], [nginxPort, "nginx"]] as const) {
       await waitForPort(port, what);
     }
@@ -301,6 +329,11 @@ async function main(): Promise<void> {
         name: `Sluice, ${CPUS} workers`,
         port: sluiceNPort,
         pids: () => Promise.resolve([readyN.pid]),
+      },
+      {
+        name: FLOOR_NAME,
+        port: floorPort,
+        pids: () => Promise.resolve([readyFloor.pid]),
       },
     ];
     // Over HTTPS (keep-alive, so mostly the cost of TLS records, not of handshakes): nginx
@@ -364,6 +397,14 @@ async function main(): Promise<void> {
           } | ${p99.toFixed(2)} | ${(p99 / med(base, "p99")).toFixed(2)}× | ${
             cores === 0 ? "—" : cores.toFixed(2)
           } | ${cores === 0 ? "—" : Math.round(rps / cores)} |`,
+        );
+      }
+      if (caseTargets.some((t) => t.name === FLOOR_NAME)) {
+        const perCore = (name: string) => med(name, "rps") / med(name, "cores");
+        console.log(
+          `\nSluice, 1 worker, req/s per core vs the floor: ${
+            (perCore("Sluice, 1 worker") / perCore(FLOOR_NAME)).toFixed(2)
+          }×; the floor vs nginx: ${(perCore(FLOOR_NAME) / perCore(base)).toFixed(2)}×`,
         );
       }
     }
