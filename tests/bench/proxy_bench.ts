@@ -370,10 +370,11 @@ async function main(): Promise<void> {
         for (const target of caseTargets) {
           samples.get(target.name)!.push(await wrk(target, path));
           for (
-            const [name, pid] of [["Sluice, 1 worker", ready1.pid], [
-              `Sluice, ${CPUS} workers`,
-              readyN.pid,
-            ]] as const
+            const [name, pid] of [
+              ["Sluice, 1 worker", ready1.pid],
+              [`Sluice, ${CPUS} workers`, readyN.pid],
+              ["the floor", readyFloor.pid],
+            ] as const
           ) {
             rss.set(name, Math.max(rss.get(name) ?? 0, await rssMiB(pid)));
           }
@@ -409,7 +410,7 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `\nSluice peak RSS: ${[...rss].map(([n, v]) => `${n} ${v.toFixed(0)} MiB`).join("; ")}`,
+      `\nPeak RSS: ${[...rss].map(([n, v]) => `${n} ${v.toFixed(0)} MiB`).join("; ")}`,
     );
   } finally {
     for (const child of children) {
