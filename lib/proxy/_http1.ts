@@ -205,14 +205,15 @@ export function parseResponseHead(text: string): ResponseHead {
       );
     }
     const name = text.slice(at, colon);
-    // Value: trimmed of SP/HTAB; CR, LF and NUL refused.
+    // Value: trimmed of SP/HTAB; control characters other than HTAB refused (RFC 9110
+    // field-vchar). Deno's HTTP/1 writer panics, ending the process, on a value with one.
     let vStart = colon + 1;
     let vEnd = lineEnd;
     while (vStart < vEnd && isOws(text.charCodeAt(vStart))) vStart++;
     while (vEnd > vStart && isOws(text.charCodeAt(vEnd - 1))) vEnd--;
     for (let i = vStart; i < vEnd; i++) {
       const c = text.charCodeAt(i);
-      if (c === 0 || c === 13 || c === 10) {
+      if ((c < 32 && c !== 9) || c === 127) {
         throw new UpstreamProtocolError(`Cannot accept value of header "${name}"`);
       }
     }
@@ -251,9 +252,11 @@ export function parseResponseHead(text: string): ResponseHead {
   } else if (contentLength !== -1) {
     framing = "length";
   }
+  // An HTTP/1.0 message with Transfer-Encoding has faulty framing: the connection must
+  // close after it (RFC 9112 section 6.1).
   const keepAlive = minorVersion === 1
     ? !connectionTokens.includes("close")
-    : connectionTokens.includes("keep-alive");
+    : connectionTokens.includes("keep-alive") && transferEncoding === undefined;
   return {
     status,
     statusText: statusMatch[3] ?? "",

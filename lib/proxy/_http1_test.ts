@@ -77,6 +77,9 @@ Deno.test("parseResponseHead() refuses what must not reach a client", () => {
     "HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
     "HTTP/1.1 200 OK\r\nX-Nul: a\0b\r\n\r\n",
     "HTTP/1.1 200 OK\r\nX-Cr: a\rb\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Ctl: a\x01b\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Esc: a\x1bb\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nX-Del: a\x7fb\r\n\r\n",
     "HTTP/1.1 200 OK\r\nBad Name: a\r\n\r\n",
   ];
   for (const text of bad) {

@@ -275,6 +275,12 @@ async function exchange(
 
   if (bodyless || (responseHead.framing === "length" && responseHead.contentLength === 0)) {
     finish(true, 0);
+    if (request.method !== "HEAD") return answer(null);
+    // A HEAD answer tells the length a GET would have: Deno writes `content-length: 0` for a
+    // null body and drops a listed one ("5, 5"), so pass the single parsed value, or an
+    // empty stream (no length at all) when the backend gave none.
+    if (responseHead.framing !== "length") return answer(emptyBody());
+    normalizeContentLength(responseHead.headers, responseHead.contentLength);
     return answer(null);
   }
   if (responseHead.framing === "length" && responseHead.contentLength <= FULL_BODY_BYTES) {
@@ -326,6 +332,29 @@ async function exchange(
     },
   }, BODY_QUEUE);
   return answer(stream);
+}
+
+function emptyBody(): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      controller.close();
+    },
+  });
+}
+
+/** Leaves one Content-Length field, holding `length`, where the first one was. */
+function normalizeContentLength(headers: [string, string][], length: number): void {
+  let kept = false;
+  for (let i = 0; i < headers.length; i++) {
+    const [name] = headers[i]!;
+    if (name.length !== 14 || name.toLowerCase() !== "content-length") continue;
+    if (kept) {
+      headers.splice(i--, 1);
+    } else {
+      headers[i] = [name, String(length)];
+      kept = true;
+    }
+  }
 }
 
 function hasContentLength(headers: readonly (readonly [string, string])[]): boolean {

@@ -261,14 +261,17 @@ export class UpstreamConnection {
    */
   async readSome(max: number): Promise<Uint8Array<ArrayBuffer> | null> {
     if (this.#end > this.#start) return this.takeBuffered(max);
-    if (max >= DIRECT_READ_MIN && this.#probe === undefined) {
+    if (max > DIRECT_READ_MIN && this.#probe === undefined) {
       // Large bodies: one big read straight into a new buffer that becomes the chunk
       // (it is handed to the client response, so it cannot be reused). Reads on loopback
       // often return hundreds of KiB at once, and every chunk costs a trip through the
       // response stream, so fewer, bigger chunks are much cheaper. A read that filled
       // less than half of it is copied out and the buffer kept for the next read, so a
       // trickling backend does not pin 256 KiB per small chunk.
-      const size = Math.min(max, BODY_CHUNK_BYTES);
+      // One byte short of `max`: the read that ends a body always goes through the
+      // buffer (below), so bytes a backend sent past the body's end are seen there and
+      // the connection is not pooled with them (they would answer the next request).
+      const size = Math.min(max - 1, BODY_CHUNK_BYTES);
       let buffer = this.#spare;
       this.#spare = undefined;
       if (buffer === undefined || buffer.length < size) buffer = new Uint8Array(size);
@@ -303,11 +306,13 @@ export class UpstreamConnection {
     out.set(this.#buf.subarray(this.#start, this.#start + first));
     this.#start += first;
     let filled = first;
-    while (filled < n) {
+    // Direct reads stop one byte short; the last byte comes through the buffer, with
+    // whatever the backend sent after it (see `readSome`).
+    while (filled < n - 1 && this.#probe === undefined) {
       this.#readSince = this.#clock.now || 1;
       let read: number | null;
       try {
-        read = await this.#conn.read(out.subarray(filled));
+        read = await this.#conn.read(out.subarray(filled, n - 1));
       } catch (error) {
         throw this.#ioError(error, "read");
       } finally {
@@ -321,6 +326,18 @@ export class UpstreamConnection {
       }
       this.#bytesReadThisExchange += read;
       filled += read;
+    }
+    while (filled < n) {
+      if (this.#end === this.#start && !(await this.#fill())) {
+        throw new UpstreamError(
+          "reset",
+          "Cannot read body: connection closed before Content-Length",
+        );
+      }
+      const take = Math.min(n - filled, this.#end - this.#start);
+      out.set(this.#buf.subarray(this.#start, this.#start + take), filled);
+      this.#start += take;
+      filled += take;
     }
     return out;
   }
