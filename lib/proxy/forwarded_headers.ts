@@ -19,7 +19,9 @@
  * `X-Forwarded-For` is appended to and the client's `X-Forwarded-Proto`,
  * `-Host` and `-Port` are kept, and `X-Real-IP` is the right-most untrusted
  * address of the chain (nginx `real_ip_recursive on`). `X-Request-ID` is kept
- * when present and generated otherwise, whoever the peer.
+ * when present and generated otherwise, whoever the peer. Client fields that
+ * spell one of these names with underscores (`X_Forwarded_For`) are dropped:
+ * CGI-style backends read them as the same variable.
  *
  * Pure: no I/O, no clock; the request id generator is passed in.
  *
@@ -193,6 +195,9 @@ export function forwardRequestHeaders(
       continue;
     }
     if (HOP_BY_HOP.has(lower) || REPLACED.has(lower)) continue;
+    // `X_Forwarded_For` and the like: CGI-style backends (PHP, WSGI, Rack) read them as
+    // the same variable as the field Sluice sets, so a client could forge it that way.
+    if (lower.includes("_") && REPLACED.has(lower.replaceAll("_", "-"))) continue;
     if (named !== undefined && named.has(lower)) continue;
     if (drop !== undefined && drop.has(lower)) continue;
     out.push(pair);

@@ -3,8 +3,8 @@
  * look the request up in the current snapshot, redirect or refuse, pick an
  * endpoint, and stream the exchange with the backend.
  *
- * Owns: the status codes Sluice answers itself (400, 404, 413, 431, 501, 502,
- * 503, 504, 308 to HTTPS), HSTS, retries across endpoints on connect failure,
+ * Owns: the status codes Sluice answers itself (400, 404, 413, 426, 431, 501,
+ * 502, 503, 504, 308 to HTTPS), HSTS, retries across endpoints on connect failure,
  * passive health, header rules (via `forwarded_headers.ts`), the WebSocket
  * hand-off, and access-log entries. Header fields and the peer address are
  * read before the first `await`, and nothing of `req` is touched after the
@@ -29,7 +29,12 @@ import { parseRequestTarget } from "./request_target.ts";
 import { sendUpstream, type UpstreamRequest, type UpstreamResponse } from "./upstream_client.ts";
 import { UpstreamError, type UpstreamErrorKind } from "./upstream_error.ts";
 import { endpointKey, UpstreamPool } from "./upstream_pool.ts";
-import { relayWebSocket, WEBSOCKET_DROP_REQUEST, type WebSocketRelay } from "./websocket_relay.ts";
+import {
+  relayWebSocket,
+  WEBSOCKET_DROP_REQUEST,
+  webSocketHandshakeProblem,
+  type WebSocketRelay,
+} from "./websocket_relay.ts";
 
 /** What the listener knows about the connection; read it synchronously from `Deno.serve`'s info. */
 export interface ProxyRequestInfo {
@@ -39,6 +44,11 @@ export interface ProxyRequestInfo {
   readonly secure: boolean;
   /** Reported as `X-Forwarded-Port`: the listener's port, or the public port in front of it. */
   readonly localPort: number;
+  /**
+   * The authority Deno.serve puts in `req.url` when the request named none
+   * (see `ConnectionInfo`): such a request without `Host` gets 400.
+   */
+  readonly fallbackAuthority?: string;
 }
 
 /** Structured logger; LogTape's `Logger` fits. */
@@ -181,6 +191,7 @@ const REASON: Record<number, string> = {
   413: "Content Too Large",
   431: "Request Header Fields Too Large",
   499: "Client Closed Request",
+  426: "Upgrade Required",
   501: "Not Implemented",
   502: "Bad Gateway",
   503: "Service Unavailable",
@@ -285,7 +296,20 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       log(400, { error: "bad-request" });
       return plain(400);
     }
+    if (
+      (hostHeader === undefined || hostHeader === "") && where.authority === info.fallbackAuthority
+    ) {
+      // No Host (RFC 9112 section 3.2 requires one): Deno made up "localhost:<its port>".
+      log(400, { error: "bad-request" });
+      return plain(400);
+    }
     parsed.authority = where.authority;
+    if (method === "CONNECT") {
+      // A tunnel request: Deno turns its authority-form target into "/", and an ingress
+      // opens no tunnels (nginx refuses CONNECT too).
+      log(501, { error: "bad-request", target: where.target });
+      return plain(501);
+    }
     if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== "chunked") {
       // Deno accepts "gzip, chunked" and strips only the chunking; we cannot forward that faithfully.
       log(501, { error: "bad-request", target: where.target });
@@ -294,7 +318,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     if (
       (method === "GET" || method === "HEAD") &&
       (transferEncoding !== undefined ||
-        (contentLengthText !== undefined && contentLengthText.trim() !== "0"))
+        (contentLengthText !== undefined && parseContentLength(contentLengthText) !== 0))
     ) {
       // Deno.serve reads and discards GET/HEAD bodies without exposing them: forwarding the
       // request without its body would change its meaning, so say so instead.
@@ -341,6 +365,13 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     }
 
     const upgrade = isWebSocketUpgrade(method, clientHeaders);
+    if (upgrade) {
+      const problem = webSocketHandshakeProblem(clientHeaders);
+      if (problem !== undefined) {
+        log(problem, { ...routed, error: "bad-request" });
+        return plain(problem, problem === 426 ? { "Sec-WebSocket-Version": "13" } : undefined);
+      }
+    }
     const forwarded = forwardRequestHeaders(clientHeaders, {
       authority: where.authority,
       peer,
@@ -564,7 +595,8 @@ async function peekBody(
   const reader = body.getReader();
   let first: ReadableStreamReadResult<Uint8Array>;
   try {
-    first = await reader.read();
+    // Deno gives a request without any body framing one empty chunk before the end.
+    do first = await reader.read(); while (!first.done && first.value.length === 0);
   } catch (error) {
     reader.releaseLock();
     throw error;

@@ -10,8 +10,9 @@
  * URL) and validated strictly; anything else is a 400.
  *
  * Routing path (what the route table sees): like nginx's `$uri`, slashes
- * merged, dot segments resolved (also `%2e`), and percent-encoded unreserved
- * characters decoded, so `/%61dmin` and `/public/../admin` route as `/admin`.
+ * merged, dot segments resolved (also `%2e`), percent-encoded unreserved
+ * characters decoded and other escapes in uppercase hex, so `/%61dmin` and
+ * `/public/../admin` route as `/admin`, and `/%c3%bc` as `/%C3%BC`.
  * The backend still receives the target exactly as sent (nginx `proxy_pass`
  * without a URI does the same).
  *
@@ -19,6 +20,8 @@
  *
  * @module
  */
+
+import { normalizeEscapes } from "../translate/paths.ts";
 
 /** A validated request destination. */
 export interface RequestTarget {
@@ -33,7 +36,6 @@ export interface RequestTarget {
 }
 
 const AUTHORITY = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*)|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
-const UNRESERVED_ESCAPE = /%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[DEde]|5[Ff]|7[Ee])/g;
 
 /**
  * Splits `req.url` into authority and target using the received `Host`.
@@ -88,10 +90,8 @@ export function normalizeRoutePath(path: string): string | undefined {
   } catch {
     return undefined;
   }
-  resolved = resolved.replace(
-    UNRESERVED_ESCAPE,
-    (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)),
-  );
+  // As rule paths are keyed: "%c3" and "%C3" are the same, "%61" is "a".
+  resolved = normalizeEscapes(resolved);
   // Decoding cannot create "/" but can create "." segments ("/%2E%2E" is already
   // resolved by URL; "/a%2E" is not a segment). Merge once more for "//" from "\\".
   return resolved.replace(/\/{2,}/g, "/");

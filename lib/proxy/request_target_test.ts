@@ -40,7 +40,7 @@ Deno.test("parseRequestTarget() refuses hosts that would change what the URL mea
   }
 });
 
-Deno.test("normalizeRoutePath() merges slashes, resolves dots and decodes unreserved escapes", () => {
+Deno.test("normalizeRoutePath() merges slashes, resolves dots, decodes unreserved escapes and uppercases the others", () => {
   const cases: [string, string][] = [
     ["/", "/"],
     ["/a//b", "/a/b"],
@@ -55,6 +55,8 @@ Deno.test("normalizeRoutePath() merges slashes, resolves dots and decodes unrese
     ["/caf\u00e9", "/caf%C3%A9"],
     ["/a/./b/.", "/a/b/"],
     ["/a%20b", "/a%20b"],
+    ["/%c3%bcber", "/%C3%BCber"],
+    ["/a%2fb%7e", "/a%2Fb~"],
   ];
   for (const [input, want] of cases) assertEquals(normalizeRoutePath(input), want, input);
 });

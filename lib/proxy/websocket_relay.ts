@@ -87,6 +87,37 @@ export interface RelaySummary {
   readonly reason: "client" | "backend" | "idle" | "closed" | "error";
 }
 
+const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{21}[AQgw]==$/;
+
+/**
+ * Checks a client's WebSocket opening handshake (RFC 6455 section 4.2.1)
+ * before the upgrade goes to a backend: Deno.upgradeWebSocket refuses a
+ * missing key only once the backend has already accepted.
+ *
+ * @returns undefined when acceptable; else the status to answer: 400 (no or a
+ *   malformed `Sec-WebSocket-Key`, which must be 16 bytes in base64), 426 (a
+ *   `Sec-WebSocket-Version` other than 13, the only one Deno speaks).
+ */
+export function webSocketHandshakeProblem(
+  headers: readonly (readonly [string, string])[],
+): 400 | 426 | undefined {
+  let key: string | undefined;
+  let keys = 0;
+  let version: string | undefined;
+  for (const [name, value] of headers) {
+    if (name.length !== 17 && name.length !== 21) continue;
+    const lower = name.toLowerCase();
+    if (lower === "sec-websocket-key") {
+      key = value.trim();
+      keys++;
+    } else if (lower === "sec-websocket-version") {
+      version = version === undefined ? value.trim() : `${version},${value.trim()}`;
+    }
+  }
+  if (keys !== 1 || !WEBSOCKET_KEY.test(key ?? "")) return 400;
+  return version === "13" ? undefined : 426;
+}
+
 /**
  * Upgrades the client's request and relays it to the backend's tunnel.
  * Must be called while `req` is live (inside the handler, before returning).

@@ -215,6 +215,15 @@ export const ROUTE_CASES: readonly RouteCase[] = [
       [H, "/q?x", "404"],
     ],
   },
+  {
+    name: "escapes in rule paths compare in normal form: unreserved decoded, others uppercase",
+    ingresses: paths(["/caf%c3%a9", "Exact", "cafe"], ["/%7Euser", "Prefix", "tilde"]),
+    requests: [
+      [H, "/caf%C3%A9", "cafe"],
+      [H, "/~user/x", "tilde"],
+      [H, "/%7Euser", "404"],
+    ],
+  },
 
   // --- Hosts ------------------------------------------------------------------
   {

@@ -52,14 +52,20 @@ function elements(path: string): string[] {
 /**
  * The rule path as a client's URL carries it: each character outside printable
  * ASCII, and each of space, `"`, `#`, `<`, `>`, `?`, backtick, `{`, `}`,
- * percent-encoded as UTF-8 (what `new URL()` does to a path).
+ * percent-encoded as UTF-8 (what `new URL()` does to a path); then, as request
+ * paths are normalised (RFC 3986 section 6.2.2), escapes of unreserved
+ * characters decoded and the other escapes' hex in uppercase.
  */
 function asInUrl(path: string): string {
-  return Array.from(path, (char) => {
+  const encoded = Array.from(path, (char) => {
     const code = char.codePointAt(0)!;
     const raw = code > 0x20 && code < 0x7f && !' "#<>?`{}'.includes(char);
     return raw ? char : encodeURIComponent(char.toWellFormed());
   }).join("");
+  return encoded.replace(/%[0-9a-fA-F]{2}/g, (escape) => {
+    const char = String.fromCharCode(parseInt(escape.slice(1), 16));
+    return /^[A-Za-z0-9\-._~]$/.test(char) ? char : escape.toUpperCase();
+  });
 }
 
 /** Length of the match, or -1: Exact compares whole strings; Prefix compares elements. */

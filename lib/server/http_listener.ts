@@ -53,6 +53,7 @@ class HttpListener implements Listener {
 
   constructor(handler: RequestHandler, options: HttpListenerOptions) {
     let localPort = 0;
+    let fallbackAuthority = "";
     const onRequest = options.onRequest;
     const done = () => onRequest?.(-1);
     this.#server = Deno.serve({
@@ -66,11 +67,17 @@ class HttpListener implements Listener {
         onRequest(1);
         info.completed.then(done, done);
       }
-      const connection: ConnectionInfo = { remoteAddr: info.remoteAddr, secure: false, localPort };
+      const connection: ConnectionInfo = {
+        remoteAddr: info.remoteAddr,
+        secure: false,
+        localPort,
+        fallbackAuthority,
+      };
       return handler(req, connection);
     });
     this.addr = this.#server.addr;
     localPort = this.addr.port;
+    fallbackAuthority = `localhost:${localPort}`;
     this.finished = this.#server.finished.catch(() => {});
   }
 

@@ -191,8 +191,15 @@ export class HttpsListener implements Listener {
         onRequest?.(-1);
       };
       info.completed.then(done, done);
-      return handler(req, { remoteAddr: peer.remoteAddr, secure: true, localPort });
+      return handler(req, {
+        remoteAddr: peer.remoteAddr,
+        secure: true,
+        localPort,
+        fallbackAuthority,
+      });
     });
+    // What Deno puts in req.url for a request without Host: the inner server's port.
+    const fallbackAuthority = `localhost:${this.#inner.addr.port}`;
     this.#relayOptions = {
       inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
       firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,

@@ -18,6 +18,12 @@ export interface ConnectionInfo {
   readonly secure: boolean;
   /** The port the listener serves, e.g. for `X-Forwarded-Port`. */
   readonly localPort: number;
+  /**
+   * The authority `Deno.serve` writes into `req.url` when a request names
+   * none (no or an empty `Host`): `localhost:<port of the Deno server>`. A
+   * request without `Host` whose URL carries it named no host at all.
+   */
+  readonly fallbackAuthority: string;
 }
 
 /** Serves one request. Route on `new URL(req.url).host`: HTTP/2 requests have no `host` header. */

@@ -90,8 +90,9 @@ const UTF8 = new TextEncoder();
 /**
  * A rule path as it appears in the URL of a request for it: characters a URL
  * path never holds raw (non-ASCII, space, `"`, `#`, `<`, `>`, `?`, backtick,
- * `{`, `}`, controls) percent-encoded as UTF-8 with uppercase hex, everything
- * else (including existing `%XX` escapes) unchanged.
+ * `{`, `}`, controls) percent-encoded as UTF-8 with uppercase hex, existing
+ * `%XX` escapes in their normal form ({@linkcode normalizeEscapes}), everything
+ * else unchanged.
  *
  * Kubernetes rule (HTTPIngressPath.path): the path "can contain characters
  * disallowed from the conventional 'path' part of a URL as defined by RFC
@@ -102,7 +103,7 @@ const UTF8 = new TextEncoder();
 export function urlPathOf(path: string): string {
   let i = 0;
   while (i < path.length && !encodedInUrlPaths(path.charCodeAt(i))) i++;
-  if (i === path.length) return path;
+  if (i === path.length) return normalizeEscapes(path);
   let out = path.slice(0, i);
   for (const char of path.slice(i)) {
     if (!encodedInUrlPaths(char.charCodeAt(0))) {
@@ -114,5 +115,24 @@ export function urlPathOf(path: string): string {
       out += `%${byte < 16 ? "0" : ""}${byte.toString(16).toUpperCase()}`;
     }
   }
-  return out;
+  return normalizeEscapes(out);
+}
+
+const ESCAPE = /%[0-9A-Fa-f]{2}/g;
+const UNRESERVED_ESCAPE = /^%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[DEde]|5[Ff]|7[Ee])$/;
+
+/**
+ * Percent-escapes in a path in their normal form (RFC 3986 section 6.2.2):
+ * escaped unreserved characters (`%61`, `%7E`) decoded, every other escape in
+ * uppercase hex (`%c3` as `%C3`). Rule paths and request paths both go
+ * through it, so they compare equal however a client spelled the escapes.
+ */
+export function normalizeEscapes(path: string): string {
+  return path.includes("%") ? path.replace(ESCAPE, normalEscape) : path;
+}
+
+function normalEscape(escape: string): string {
+  return UNRESERVED_ESCAPE.test(escape)
+    ? String.fromCharCode(parseInt(escape.slice(1), 16))
+    : escape.toUpperCase();
 }
