@@ -426,6 +426,23 @@ Deno.test("proxy answers 502 to heads it cannot relay, and closes their connecti
   });
 });
 
+Deno.test("a backend sending interim answers without end gets 502 after 1,000 of them", async () => {
+  const interim = "HTTP/1.1 100 Continue\r\n\r\n";
+  const answers: Record<string, string> = {
+    "/1000-1xx": interim.repeat(1_000) + ok("ok"),
+    "/1001-1xx": interim.repeat(1_001) + ok("ok"),
+  };
+  const closed = new Map<string, string[]>();
+  const backend = HostileBackend.start(serve(answers, closed));
+  await withProxy(backend, async (proxy) => {
+    const last = await request(proxy, "/1000-1xx");
+    assertEquals([last.status, latin1(last.body)], [200, "ok"]);
+    const endless = await request(proxy, "/1001-1xx");
+    assertEquals([endless.status, latin1(endless.body)], [502, "Bad Gateway\n"]);
+    await assertClosedUnused(closed, "/1001-1xx");
+  });
+});
+
 Deno.test("proxy relays odd but valid heads: a status without reason, an unknown 2xx, obs-text, many interim answers", async () => {
   const answers: Record<string, string> = {
     "/no-reason": "HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok",

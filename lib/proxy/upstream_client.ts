@@ -81,6 +81,7 @@ const COALESCE_BYTES = 64 * 1024;
 /** Content-Length bodies up to this size are read whole before the response is returned. */
 const FULL_BODY_BYTES = 64 * 1024;
 const MAX_TRAILER_LINES = 128;
+const MAX_INTERIM_ANSWERS = 1_000;
 /** One chunk read ahead of the client: reading and writing overlap, memory stays bounded. */
 const BODY_QUEUE = new CountQueuingStrategy({ highWaterMark: 1 });
 
@@ -202,9 +203,18 @@ async function exchange(
       );
     }
     responseHead = await conn.readHead();
+    let interim = 0;
     while (responseHead.status < 200 && !(responseHead.status === 101 && request.upgrade)) {
       if (responseHead.status === 101) {
         throw new UpstreamError("protocol", "Cannot accept 101 to a request without Upgrade");
+      }
+      // Each interim answer restarts the idle timeout: bound them, or a backend sending
+      // "100 Continue" forever would hold the client (and a worker's CPU) forever.
+      if (++interim > MAX_INTERIM_ANSWERS) {
+        throw new UpstreamError(
+          "protocol",
+          `Cannot accept more than ${MAX_INTERIM_ANSWERS} interim (1xx) answers`,
+        );
       }
       responseHead = await conn.readHead();
     }
