@@ -36,6 +36,8 @@ import {
 } from "../workers/sluice_worker.ts";
 import { type Publishing, startPublishing } from "./publishing.ts";
 
+/** Longest issue message logged whole (Events cut theirs at 1,024 characters too). */
+const MAX_LOGGED_MESSAGE = 1_024;
 /** A running Sluice. */
 export interface Sluice {
   readonly httpPort: number | null;
@@ -155,7 +157,11 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
       const key = JSON.stringify(issue);
       current.add(key);
       if (seenIssues.has(key)) continue;
-      issueLogger.warn("{kind} {namespace}/{name}: {message}", { ...issue });
+      // Messages quote users' values: a 1 MB path must not make a 1 MB log line.
+      const message = issue.message.length > MAX_LOGGED_MESSAGE
+        ? `${issue.message.slice(0, MAX_LOGGED_MESSAGE)}…`
+        : issue.message;
+      issueLogger.warn("{kind} {namespace}/{name}: {message}", { ...issue, message });
     }
     seenIssues.clear();
     for (const k of current) seenIssues.add(k);

@@ -23,7 +23,9 @@ const MAX_REPORTED_LINE = 512;
 export class JsonLinesStream extends TransformStream<Uint8Array, JsonLine> {
   constructor() {
     const decoder = new TextDecoder();
-    let pending = "";
+    // The unfinished line, in pieces: only new text is searched for "\n", and the pieces are
+    // joined once, when the line ends (a long line arriving in many chunks stays linear).
+    let pending: string[] = [];
     const emit = (line: string, controller: TransformStreamDefaultController<JsonLine>) => {
       const text = line.endsWith("\r") ? line.slice(0, -1) : line;
       if (text.trim() === "") return;
@@ -39,18 +41,25 @@ export class JsonLinesStream extends TransformStream<Uint8Array, JsonLine> {
     };
     super({
       transform(chunk, controller) {
-        pending += decoder.decode(chunk, { stream: true });
+        const text = decoder.decode(chunk, { stream: true });
         let start = 0;
-        for (let nl = pending.indexOf("\n"); nl !== -1; nl = pending.indexOf("\n", start)) {
-          emit(pending.slice(start, nl), controller);
+        for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", start)) {
+          const tail = text.slice(start, nl);
+          if (pending.length === 0) {
+            emit(tail, controller);
+          } else {
+            pending.push(tail);
+            emit(pending.join(""), controller);
+            pending = [];
+          }
           start = nl + 1;
         }
-        pending = pending.slice(start);
+        if (start < text.length) pending.push(start === 0 ? text : text.slice(start));
       },
       flush(controller) {
-        pending += decoder.decode();
-        emit(pending, controller);
-        pending = "";
+        pending.push(decoder.decode());
+        emit(pending.join(""), controller);
+        pending = [];
       },
     });
   }

@@ -45,6 +45,16 @@ export interface ResolvedBackend {
 
 const DNS_LABEL = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
 
+/**
+ * Kubernetes rule (IANA_SVC_NAME, for port names): at most 15 characters of
+ * lowercase letters, digits and `-`, at least one letter, no `-` at either end
+ * and no `--`. So a name never reads as a port number (`"80"` is not a name).
+ */
+function isPortName(value: unknown): value is string {
+  return typeof value === "string" && value.length <= 15 && DNS_LABEL.test(value) &&
+    /[a-z]/.test(value) && !value.includes("--");
+}
+
 function isPortNumber(value: unknown): value is number {
   return typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= 65535;
 }
@@ -121,7 +131,7 @@ export function parseBackend(raw: unknown, namespace: string): BackendRefResult 
         `port ${JSON.stringify(port!.number)} is not a number from 1 to 65535`,
     };
   }
-  if (hasName && (typeof port!.name !== "string" || !DNS_LABEL.test(port!.name))) {
+  if (hasName && !isPortName(port!.name)) {
     return {
       ok: false,
       field: "service.port.name",
@@ -147,6 +157,22 @@ export function backendKey(ref: BackendRef): string {
 
 const DNS_SUBDOMAIN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
 const LOOPBACK_OR_UNSPECIFIED_IPV4 = /^(?:127|0)\.[0-9]+\.[0-9]+\.[0-9]+$/;
+const IPV4 = /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/;
+
+/**
+ * The dotted-quad IPv4 address a name stands for when resolvers read it as a
+ * number (`127.1`, `2130706433`, `0x7f.1`, `0177.0.0.1`: getaddrinfo, like
+ * the WHATWG URL parser, accepts these inet_aton forms), else undefined.
+ */
+function numericIpv4(name: string): string | undefined {
+  let hostname: string;
+  try {
+    hostname = new URL(`http://${name}/`).hostname;
+  } catch {
+    return undefined;
+  }
+  return IPV4.test(hostname) ? hostname : undefined;
+}
 
 /**
  * Why an ExternalName (lowercase, no trailing dot) must not be routed to, or
@@ -157,13 +183,14 @@ const LOOPBACK_OR_UNSPECIFIED_IPV4 = /^(?:127|0)\.[0-9]+\.[0-9]+\.[0-9]+$/;
  * anyone allowed to create a Service and an Ingress could reach ports the
  * controller listens on only on loopback. `localhost` and `*.localhost` always
  * resolve to loopback (RFC 6761 §6.3); `127.0.0.0/8` is loopback and `0.0.0.0/8`
- * reaches this host too.
+ * reaches this host too, however the address is spelled (`127.1`, `0x7f.1`,
+ * `2130706433` and `0` all connect to this host).
  */
 function refuseExternalName(address: string): string | undefined {
   if (address.length > 253 || !DNS_SUBDOMAIN.test(address)) return "is not a valid DNS name";
   if (
     address === "localhost" || address.endsWith(".localhost") ||
-    LOOPBACK_OR_UNSPECIFIED_IPV4.test(address)
+    LOOPBACK_OR_UNSPECIFIED_IPV4.test(numericIpv4(address) ?? "")
   ) {
     return "names this host (loopback), which is refused";
   }

@@ -84,6 +84,11 @@ function collect(owned: OwnedIngress, out: RouteCandidate[], issues: Issue[]): v
         return;
       }
       namedHosts.add(host.host);
+      const http: unknown = rule.http;
+      if (http !== undefined && http !== null && typeof http !== "object") {
+        report(`${ruleField}.http`, "Cannot read http: not an object");
+        return;
+      }
       const paths = rule.http?.paths;
       if (paths === undefined || paths === null) return;
       if (!Array.isArray(paths)) {
@@ -127,6 +132,9 @@ function collect(owned: OwnedIngress, out: RouteCandidate[], issues: Issue[]): v
   if (defaultBackend === undefined || defaultBackend === null) {
     if (!hasRules) {
       report("spec", "Cannot route: the Ingress has neither rules nor a defaultBackend");
+    } else if (out.length === 0 && issues.length === 0) {
+      // Rules with hosts but no paths (often `http:` mis-indented in YAML): nothing routes.
+      report("spec", "Cannot route: no rule has an http path, and there is no defaultBackend");
     }
     return;
   }
