@@ -123,9 +123,10 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
   };
   const run = async () => {
     // The first read drives the TLS handshake and waits for the client's first bytes, bounded in
-    // time; close() cancels it. (Deno 2.9.6 caveat: a client that never sent a byte of its
-    // ClientHello keeps its socket even after close(), until it leaves; a partial ClientHello,
-    // or a finished handshake without a request, is closed.)
+    // time; close() cancels it. (Deno 2.9.6 caveat: while the handshake itself is pending, from
+    // no byte at all to a whole ClientHello answered, close() does not close the socket; it stays
+    // until the client leaves. A partial ClientHello, or a finished handshake without a request,
+    // is closed. Pinned by hostile_tls_test.ts.)
     const clientBuffer = new Uint8Array(CLIENT_BUFFER_BYTES);
     let timer: ReturnType<typeof setTimeout> | undefined;
     let first: number | null;

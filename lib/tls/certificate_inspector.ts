@@ -2,7 +2,9 @@
  * Inspects the certificate and key of a TLS Secret: parses `tls.crt` and
  * `tls.key` once, checks that the key belongs to the certificate, and reports
  * validity dates, DNS names and fingerprint — or why the pair is unusable
- * (missing, unparsable, key mismatch, expired at the injected `now`).
+ * (missing, unparsable, a bad certificate anywhere in the chain, an encrypted
+ * key, key mismatch, a key algorithm Deno's TLS cannot serve, expired at the
+ * injected `now`).
  *
  * Parsing is memoised by content, so rebuilding a snapshot does not re-parse
  * unchanged Secrets; expiry is judged on every call against the `now` given.
@@ -13,7 +15,7 @@
  * @module
  */
 
-import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
+import { createHash, createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import type {
   CertificateInspection,
   CertificatePems,
@@ -34,7 +36,9 @@ type Parsed =
   }
   | { readonly ok: false; readonly reason: string };
 
-const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/;
+const CERTIFICATE_BLOCKS = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+/** EC curves rustls (Deno's TLS) serves; other curves fail every handshake. */
+const SERVABLE_CURVES = new Set(["prime256v1", "secp384r1", "secp521r1"]);
 const PRIVATE_KEY_BLOCK =
   /-----BEGIN ((?:RSA |EC |ENCRYPTED )?PRIVATE KEY)-----[\s\S]+?-----END \1-----/;
 
@@ -59,6 +63,26 @@ function dnsNamesOf(subjectAltName: string | undefined): string[] {
   return names;
 }
 
+/**
+ * What rustls (Deno's TLS) would refuse in a key, or undefined: it serves RSA
+ * of 2048 bits or more, ECDSA on P-256, P-384 and P-521, and Ed25519 (measured
+ * on Deno 2.9.6: RSA 1024, RSA-PSS, secp256k1 and Ed448 keys fail to load).
+ */
+function unservableKey(key: KeyObject): string | undefined {
+  const type = key.asymmetricKeyType;
+  const details = key.asymmetricKeyDetails;
+  if (type === "rsa") {
+    const bits = details?.modulusLength ?? 0;
+    return bits >= 2048 ? undefined : `RSA of ${bits} bits; at least 2048 are needed`;
+  }
+  if (type === "ec") {
+    const curve = details?.namedCurve ?? "unknown";
+    return SERVABLE_CURVES.has(curve) ? undefined : `EC curve ${curve}`;
+  }
+  if (type === "ed25519") return undefined;
+  return type ?? "unknown";
+}
+
 function parse(certPem: string | undefined, keyPem: string | undefined): Parsed {
   if (certPem === undefined || certPem.trim() === "") {
     return { ok: false, reason: "tls.crt is missing" };
@@ -66,28 +90,46 @@ function parse(certPem: string | undefined, keyPem: string | undefined): Parsed 
   if (keyPem === undefined || keyPem.trim() === "") {
     return { ok: false, reason: "tls.key is missing" };
   }
-  const leafPem = CERTIFICATE_BLOCK.exec(certPem)?.[0];
-  if (leafPem === undefined) {
+  const blocks = certPem.match(CERTIFICATE_BLOCKS) ?? [];
+  if (blocks.length === 0) {
     return { ok: false, reason: "tls.crt holds no PEM certificate" };
   }
-  let certificate: X509Certificate;
-  try {
-    certificate = new X509Certificate(leafPem);
-  } catch {
-    return { ok: false, reason: "tls.crt is not a valid certificate" };
+  // Every block: the server sends the whole chain, and one bad block fails every handshake.
+  const certificates: X509Certificate[] = [];
+  for (const [i, block] of blocks.entries()) {
+    try {
+      certificates.push(new X509Certificate(block));
+    } catch {
+      return {
+        ok: false,
+        reason: i === 0
+          ? "tls.crt is not a valid certificate"
+          : `tls.crt certificate #${i + 1} (of the chain) is not a valid certificate`,
+      };
+    }
   }
+  const certificate = certificates[0]!;
   const keyBlock = PRIVATE_KEY_BLOCK.exec(keyPem);
   if (keyBlock === null) return { ok: false, reason: "tls.key holds no PEM private key" };
-  if (keyBlock[1] === "ENCRYPTED PRIVATE KEY") {
+  if (keyBlock[1] === "ENCRYPTED PRIVATE KEY" || /Proc-Type:\s*4,\s*ENCRYPTED/.test(keyBlock[0])) {
     return { ok: false, reason: "tls.key is encrypted; an unencrypted key is needed" };
   }
+  let key: KeyObject;
   let matches: boolean;
   try {
-    matches = certificate.checkPrivateKey(createPrivateKey(keyBlock[0]));
+    key = createPrivateKey(keyBlock[0]);
+    matches = certificate.checkPrivateKey(key);
   } catch {
     return { ok: false, reason: "tls.key is not a valid private key" };
   }
   if (!matches) return { ok: false, reason: "tls.key does not match the certificate in tls.crt" };
+  const unservable = unservableKey(key);
+  if (unservable !== undefined) {
+    return {
+      ok: false,
+      reason: `tls.key uses an algorithm the TLS server cannot serve (${unservable})`,
+    };
+  }
   const notBeforeMs = parseDate(certificate, "validFrom");
   const notAfterMs = parseDate(certificate, "validTo");
   if (Number.isNaN(notBeforeMs) || Number.isNaN(notAfterMs)) {

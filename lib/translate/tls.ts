@@ -250,14 +250,17 @@ export function translateTls(
         }
         if (owner === undefined) owners.set(host, { secret: secret.key, ingress: owned.key });
         const dnsNames = secret.certificate.inspection.dnsNames;
-        if (dnsNames.length > 0 && !dnsNames.some((dnsName) => hostCoveredBy(host, dnsName))) {
+        if (!dnsNames.some((dnsName) => hostCoveredBy(host, dnsName))) {
+          // Clients match names against subjectAltName only (RFC 6125): a CN is ignored.
+          const problem = dnsNames.length === 0
+            ? `has no subjectAltName DNS names, so it covers no host ("${host}")`
+            : `does not cover host "${host}"`;
           issues.push({
             kind: "Ingress",
             namespace: owned.namespace,
             name: owned.name,
             field: `${field}.hosts`,
-            message: `Certificate of Secret "${secret.key}" does not cover host "${host}": ` +
-              "clients will reject it",
+            message: `Certificate of Secret "${secret.key}" ${problem}: clients will reject it`,
           });
         }
         let binding = bindings.get(secret.key);
