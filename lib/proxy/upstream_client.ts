@@ -49,6 +49,14 @@ export interface UpstreamRequest {
   readonly signal?: AbortSignal | undefined;
   /** Upgrade request: a 101 answer hands over the socket instead of a body. */
   readonly upgrade?: boolean | undefined;
+  /**
+   * For a stream body of unknown length whose end may be a reset in disguise
+   * (an HTTP/2 client's: Deno 2.9.6 ends the body cleanly when the client
+   * resets the stream, and aborts `signal` only a few ms later): how long to
+   * wait for `signal` before sending the last chunk, so a cut upload never
+   * reaches the backend as a complete request.
+   */
+  readonly confirmBodyEndMs?: number | undefined;
 }
 
 /** How a response body ended, for access logs. */
@@ -99,6 +107,10 @@ export async function sendUpstream(
   endpoint: Endpoint,
   request: UpstreamRequest,
 ): Promise<UpstreamResponse> {
+  // Not even a connect for a client already gone (an HTTP/2 client resetting streams).
+  if (isAborted(request.signal)) {
+    throw new UpstreamError("aborted", "Cannot proxy: client went away");
+  }
   const conn = pool.takeIdle(endpoint) ?? await pool.connect(endpoint);
   try {
     return await exchange(pool, conn, request);
@@ -190,6 +202,8 @@ async function exchange(
         chunked,
         declared: request.contentLength,
         max: request.maxBodyBytes,
+        signal,
+        confirmEndMs: request.confirmBodyEndMs,
       }).then(
         () => {
           pumpState = "done";
@@ -344,6 +358,26 @@ async function exchange(
   return answer(stream);
 }
 
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
+/** Resolves true as soon as `signal` aborts, false after `ms` without. */
+function abortedWithin(signal: AbortSignal, ms: number): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(false);
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 function emptyBody(): ReadableStream<Uint8Array> {
   return new ReadableStream({
     start(controller) {
@@ -442,7 +476,13 @@ function parseChunkSizeLine(line: string): number {
 async function pumpBody(
   conn: UpstreamConnection,
   body: ReadableStream<Uint8Array>,
-  options: { chunked: boolean; declared: number | undefined; max: number | undefined },
+  options: {
+    chunked: boolean;
+    declared: number | undefined;
+    max: number | undefined;
+    signal: AbortSignal | undefined;
+    confirmEndMs: number | undefined;
+  },
 ): Promise<void> {
   const reader = body.getReader();
   let sent = 0;
@@ -485,7 +525,15 @@ async function pumpBody(
     if (options.declared !== undefined && sent !== options.declared) {
       throw new UpstreamError("client-body", "Cannot forward body: shorter than Content-Length");
     }
-    if (options.chunked) await conn.write(LAST_CHUNK);
+    if (options.chunked) {
+      const { signal, confirmEndMs } = options;
+      if (signal !== undefined && confirmEndMs !== undefined) {
+        if (await abortedWithin(signal, confirmEndMs)) {
+          throw new UpstreamError("aborted", "Cannot forward body: the client reset the stream");
+        }
+      }
+      await conn.write(LAST_CHUNK);
+    }
   } catch (error) {
     reader.cancel(error).catch(() => {});
     throw error instanceof UpstreamError
