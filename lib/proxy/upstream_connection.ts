@@ -268,10 +268,10 @@ export class UpstreamConnection {
       // response stream, so fewer, bigger chunks are much cheaper. A read that filled
       // less than half of it is copied out and the buffer kept for the next read, so a
       // trickling backend does not pin 256 KiB per small chunk.
-      // One byte short of `max`: the read that ends a body always goes through the
-      // buffer (below), so bytes a backend sent past the body's end are seen there and
-      // the connection is not pooled with them (they would answer the next request).
-      const size = Math.min(max - 1, BODY_CHUNK_BYTES);
+      // A read that may reach the body's end asks for one byte more: bytes a backend
+      // sent past that end then land in the read buffer, where `park()` sees them and
+      // refuses to pool the connection (they would answer the next request).
+      const size = max <= BODY_CHUNK_BYTES ? max + 1 : BODY_CHUNK_BYTES;
       let buffer = this.#spare;
       this.#spare = undefined;
       if (buffer === undefined || buffer.length < size) buffer = new Uint8Array(size);
@@ -286,6 +286,13 @@ export class UpstreamConnection {
       }
       if (n === null) return null;
       this.#bytesReadThisExchange += n;
+      if (n > max) {
+        // The buffer is empty here (buffered bytes are taken first, above).
+        this.#buf[0] = buffer[max]!;
+        this.#start = 0;
+        this.#end = 1;
+        n = max;
+      }
       if (n * 2 >= buffer.length) return buffer.subarray(0, n);
       this.#spare = buffer;
       return buffer.slice(0, n);
