@@ -37,6 +37,8 @@ type Parsed =
   | { readonly ok: false; readonly reason: string };
 
 const CERTIFICATE_BLOCKS = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+/** The longest chain served; real ones hold the leaf and one to three intermediates. */
+const MAX_CHAIN_CERTIFICATES = 10;
 /** EC curves rustls (Deno's TLS) serves; other curves fail every handshake. */
 const SERVABLE_CURVES = new Set(["prime256v1", "secp384r1", "secp521r1"]);
 const PRIVATE_KEY_BLOCK =
@@ -93,6 +95,15 @@ function parse(certPem: string | undefined, keyPem: string | undefined): Parsed 
   const blocks = certPem.match(CERTIFICATE_BLOCKS) ?? [];
   if (blocks.length === 0) {
     return { ok: false, reason: "tls.crt holds no PEM certificate" };
+  }
+  if (blocks.length > MAX_CHAIN_CERTIFICATES) {
+    // Deno keeps a copy of the chain per server name it has answered (up to a listener
+    // generation's name limit), and many clients refuse a Certificate message over 64 KB.
+    return {
+      ok: false,
+      reason: `tls.crt holds ${blocks.length} certificates; at most ` +
+        `${MAX_CHAIN_CERTIFICATES} (the leaf and its intermediates) are served`,
+    };
   }
   // Every block: the server sends the whole chain, and one bad block fails every handshake.
   const certificates: X509Certificate[] = [];

@@ -77,6 +77,17 @@ Deno.test("inspectCertificate() names what is missing or unparsable", () => {
       { certPem: cert, keyPem: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n" },
       "tls.key is not a valid private key",
     ],
+    [
+      {
+        certPem: cert + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        keyPem: key,
+      },
+      "tls.crt certificate #2 (of the chain) is not a valid certificate",
+    ],
+    [
+      { certPem: cert.repeat(11), keyPem: key },
+      "tls.crt holds 11 certificates; at most 10 (the leaf and its intermediates) are served",
+    ],
   ];
   for (const [pems, reason] of cases) {
     assertEquals(inspectCertificate(pems, { now: NOW }), { ok: false, reason }, reason);
