@@ -14,7 +14,13 @@ import {
   type LoggedRequest,
   startEchoBackend,
 } from "../../tests/support/echo_backend.ts";
-import { parseResponses, RawConnection, type RawResponse } from "../../tests/support/raw_http.ts";
+import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
+import {
+  parseResponses,
+  RawConnection,
+  rawRequest,
+  type RawResponse,
+} from "../../tests/support/raw_http.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import type { Backend, CertificateTable, Snapshot } from "../routing/snapshot.ts";
@@ -50,7 +56,7 @@ export interface HostileWorld {
   /** The listener's port. */
   readonly port: number;
   readonly backends: ReadonlyMap<string, EchoBackend>;
-  readonly warnings: { message: string; properties?: Record<string, unknown> }[];
+  readonly warnings: LoggedWarning[];
   /** Relays currently running. */
   readonly webSockets: () => number;
   /** Returns a function listing the requests backends received since this call. */
@@ -104,12 +110,7 @@ export async function startWorld(
   const warnings: HostileWorld["warnings"] = [];
   let relays = 0;
   const handler = createProxyHandler({
-    logger: {
-      warn: (message, properties) =>
-        warnings.push(properties === undefined ? { message } : { message, properties }),
-      error: (message, properties) =>
-        warnings.push(properties === undefined ? { message } : { message, properties }),
-    },
+    logger: recordingLogger(warnings),
     ...options.proxy,
     snapshot: () => snapshot,
     onWebSocket: (delta) => relays += delta,
@@ -138,14 +139,13 @@ export async function startWorld(
 }
 
 /** Sends raw request text on a fresh connection and reads one response. */
-export async function ask(port: number, text: string): Promise<RawResponse> {
-  const conn = await RawConnection.open(port);
-  try {
-    await conn.send(text);
-    return await conn.readResponse();
-  } finally {
-    conn.close();
-  }
+export function ask(port: number, text: string): Promise<RawResponse> {
+  return rawRequest(port, text);
+}
+
+/** {@linkcode ask}, then {@linkcode echoOf} the response. */
+export async function askEcho(port: number, text: string): Promise<Echo> {
+  return echoOf(await ask(port, text));
 }
 
 /**
@@ -170,12 +170,6 @@ export async function probe(port: number, text: string): Promise<RawResponse[]> 
  */
 export function echoOf(response: RawResponse): Echo {
   return JSON.parse(new TextDecoder().decode(response.body));
-}
-
-/** Every value of a field in a list, case-insensitively. */
-export function valuesOf(headers: readonly [string, string][], name: string): string[] {
-  const lower = name.toLowerCase();
-  return headers.filter(([key]) => key.toLowerCase() === lower).map(([, value]) => value);
 }
 
 const WS_KEY = "dGhlIHNhbXBsZSBub25jZQ==";

@@ -14,10 +14,14 @@ import {
   startProxy,
 } from "../../tests/support/proxy_harness.ts";
 import {
+  closeQuietly,
   headerValue,
   latin1,
+  latin1Bytes,
   parseResponses,
   RawConnection,
+  rawExchange,
+  rawRequest,
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
 import { waitFor } from "../../tests/support/wait.ts";
@@ -112,27 +116,13 @@ class HostileBackend {
       index,
       nextHead,
       async write(data) {
-        const bytes = typeof data === "string" ? bytesOf(data) : data;
+        const bytes = typeof data === "string" ? latin1Bytes(data) : data;
         let offset = 0;
         while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
       },
       close: () => closeQuietly(conn),
     };
   }
-}
-
-function closeQuietly(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // Already closed.
-  }
-}
-
-function bytesOf(text: string): Uint8Array {
-  const out = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i) & 0xff;
-  return out;
 }
 
 /** Runs `fn` with a proxy in front of `backend` (every host routes to it). */
@@ -155,33 +145,22 @@ async function withProxy(
 }
 
 /** One request on a fresh client connection; one response read. */
-async function request(
+function request(
   proxy: ProxyHarness,
   target: string,
   options: { method?: string; timeoutMs?: number } = {},
 ): Promise<RawResponse> {
   const method = options.method ?? "GET";
-  const conn = await RawConnection.open(proxy.port);
-  try {
-    await conn.send(`${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    return await conn.readResponse({
-      head: method === "HEAD",
-      timeoutMs: options.timeoutMs ?? 10_000,
-    });
-  } finally {
-    conn.close();
-  }
+  return rawRequest(proxy.port, `${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`, {
+    head: method === "HEAD",
+    timeoutMs: options.timeoutMs ?? 10_000,
+  });
 }
 
 /** One request on a fresh client connection; every byte until the proxy closes it. */
 async function requestToEnd(proxy: ProxyHarness, target: string, method = "GET"): Promise<string> {
-  const conn = await RawConnection.open(proxy.port);
-  try {
-    await conn.send(`${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\nConnection: close\r\n\r\n`);
-    return latin1(await conn.readToEnd(10_000));
-  } finally {
-    conn.close();
-  }
+  const text = `${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\nConnection: close\r\n\r\n`;
+  return latin1(await rawExchange(proxy.port, text));
 }
 
 /** A well-framed 200 with `body`. */
@@ -234,6 +213,35 @@ async function assertClosedUnused(closed: Map<string, string[]>, target: string)
   assertEquals(later, [], `requests sent on the connection after ${target}`);
 }
 
+/** What {@linkcode withAnswers} hands a test. */
+interface Served {
+  readonly proxy: ProxyHarness;
+  readonly backend: HostileBackend;
+  /** Filled by {@linkcode serve} as the proxy closes connections. */
+  readonly closed: Map<string, string[]>;
+}
+
+/** Runs `fn` with a proxy in front of a backend answering with {@linkcode serve}`(answers)`. */
+function withAnswers(
+  answers: Record<string, Answer>,
+  fn: (served: Served) => Promise<void>,
+  options: Partial<Omit<HarnessOptions, "routes">> = {},
+): Promise<void> {
+  const closed = new Map<string, string[]>();
+  const backend = HostileBackend.start(serve(answers, closed));
+  return withProxy(backend, (proxy) => fn({ proxy, backend, closed }), options);
+}
+
+/** An answer written a character at a time, `ms` apart. */
+function trickle(text: string, ms: number): Answer {
+  return async (conn) => {
+    for (const char of text) {
+      await conn.write(char);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    }
+  };
+}
+
 /** Streamed (over the 64 KiB read-whole limit); its tail is read by `#fill` into the read buffer. */
 const BIG = "y".repeat(70_000);
 /**
@@ -283,11 +291,8 @@ Deno.test("bytes a backend sends past a response never reach the next client, an
         body: "",
       },
     ];
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(
-    serve(Object.fromEntries(cases.map((c) => [c.target, c.answer])), closed),
-  );
-  await withProxy(backend, async (proxy) => {
+  const answers = Object.fromEntries(cases.map((c) => [c.target, c.answer]));
+  await withAnswers(answers, async ({ proxy, closed }) => {
     for (const c of cases) {
       const first = await request(proxy, c.target, { method: c.method ?? "GET" });
       assertEquals([first.status, latin1(first.body)], [c.status, c.body], c.target);
@@ -303,16 +308,15 @@ Deno.test("bytes a backend sends past a response never reach the next client, an
 });
 
 Deno.test("a response a backend sends on an idle pooled connection is dropped with the connection", async () => {
-  const closed = new Map<string, string[]>();
   const { promise: clientGotIt, resolve: clientGot } = Promise.withResolvers<void>();
-  const backend = HostileBackend.start(serve({
+  const answers: Record<string, Answer> = {
     "/idle": async (conn) => {
       await conn.write(ok("first"));
       await clientGotIt;
       await conn.write(ok("unsolicited"));
     },
-  }, closed));
-  await withProxy(backend, async (proxy) => {
+  };
+  await withAnswers(answers, async ({ proxy, closed }) => {
     assertEquals(latin1((await request(proxy, "/idle")).body), "first");
     clientGot();
     // The idle probe notices the bytes and closes the connection before anyone reuses it.
@@ -371,9 +375,7 @@ Deno.test({
 });
 
 Deno.test("a backend that answers before reading the request body never gets another request on that connection", async () => {
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve({ "/upload": ok("early") }, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers({ "/upload": ok("early") }, async ({ proxy, closed }) => {
     const conn = await RawConnection.open(proxy.port);
     try {
       // Only part of the declared body: the proxy is still forwarding it when the answer is complete.
@@ -412,9 +414,7 @@ Deno.test("proxy answers 502 to heads it cannot relay, and closes their connecti
     "/cl-list-conflict": "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok!",
     "/cl-16-digits": "HTTP/1.1 200 OK\r\nContent-Length: 0000000000000002\r\n\r\nok",
   };
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy, closed }) => {
     for (const target of Object.keys(answers)) {
       const response = await request(proxy, target);
       assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"], target);
@@ -432,9 +432,7 @@ Deno.test("a backend sending interim answers without end gets 502 after 1,000 of
     "/1000-1xx": interim.repeat(1_000) + ok("ok"),
     "/1001-1xx": interim.repeat(1_001) + ok("ok"),
   };
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy, closed }) => {
     const last = await request(proxy, "/1000-1xx");
     assertEquals([last.status, latin1(last.body)], [200, "ok"]);
     const endless = await request(proxy, "/1001-1xx");
@@ -454,9 +452,7 @@ Deno.test("proxy relays odd but valid heads: a status without reason, an unknown
       Array.from({ length: 3000 }, (_, i) => `X-F${i}: v${i}\r\n`).join("") +
       "Content-Length: 2\r\n\r\nok",
   };
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy }) => {
     const status = (target: string) => request(proxy, target);
     assertEquals((await status("/no-reason")).status, 200);
     assertEquals((await status("/status-299")).status, 299);
@@ -480,9 +476,7 @@ Deno.test({
       "/del": "HTTP/1.1 200 OK\r\nX-Ctl: a\x7fb\r\nContent-Length: 2\r\n\r\nok",
       "/vt-in-cookie": "HTTP/1.1 200 OK\r\nSet-Cookie: a=\x0bb\r\nContent-Length: 2\r\n\r\nok",
     };
-    const closed = new Map<string, string[]>();
-    const backend = HostileBackend.start(serve(answers, closed));
-    await withProxy(backend, async (proxy) => {
+    await withAnswers(answers, async ({ proxy }) => {
       for (const target of Object.keys(answers)) {
         const response = await request(proxy, target);
         assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"], target);
@@ -499,8 +493,7 @@ Deno.test("duplicate or listed equal Content-Lengths reach the client as one", a
       `HTTP/1.1 200 OK\r\nContent-Length: ${BIG.length}\r\nContent-Length: ${BIG.length}\r\n\r\n${BIG}`,
     "/big-list": `HTTP/1.1 200 OK\r\nContent-Length: ${BIG.length}, ${BIG.length}\r\n\r\n${BIG}`,
   };
-  const backend = HostileBackend.start(serve(answers, new Map()));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy }) => {
     for (
       const [target, expected] of [
         ["/dup", "hello"],
@@ -527,8 +520,7 @@ Deno.test({
       "/chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
       "/list": "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
     };
-    const backend = HostileBackend.start(serve(answers, new Map()));
-    await withProxy(backend, async (proxy) => {
+    await withAnswers(answers, async ({ proxy }) => {
       const chunked = await request(proxy, "/chunked", { method: "HEAD" });
       assertEquals(chunked.status, 200);
       assertEquals(headerValue(chunked.headers, "content-length"), undefined);
@@ -540,7 +532,7 @@ Deno.test({
 
 /** Parses a raw exchange; the response's body if it was complete on the wire, else undefined. */
 function completeBody(raw: string): string | undefined {
-  const responses = parseResponses(bytesOf(raw));
+  const responses = parseResponses(latin1Bytes(raw));
   return responses.length === 1 ? latin1((responses[0] as RawResponse).body) : undefined;
 }
 
@@ -578,9 +570,7 @@ Deno.test("a chunked body with broken framing is cut short, never ended cleanly,
       conn.close();
     },
   };
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy, closed }) => {
     for (const target of Object.keys(answers)) {
       const raw = await requestToEnd(proxy, target);
       assert(
@@ -604,9 +594,7 @@ Deno.test("a chunked body with extensions, odd sizes and trailers is relayed who
     "/odd": "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\nTrailer: X-Sum\r\n\r\n" +
       '2;a=b;q="x;y"\r\nok\r\n00A\r\n0123456789\r\n5 \r\nhello\r\n0;end\r\nX-Sum: 1\r\nX-Two: 2\r\n\r\n',
   };
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy, backend }) => {
     const response = await request(proxy, "/odd");
     assertEquals([response.status, latin1(response.body)], [200, "ok0123456789hello"]);
     assertEquals(response.trailers, []);
@@ -628,8 +616,7 @@ Deno.test("a streamed Content-Length body cut short by the backend is never rela
       conn.close();
     },
   };
-  const backend = HostileBackend.start(serve(answers, new Map()));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy }) => {
     for (const target of Object.keys(answers)) {
       const raw = await requestToEnd(proxy, target);
       assert(raw.startsWith("HTTP/1.1 200 OK\r\n"), target);
@@ -652,8 +639,7 @@ Deno.test("a body without framing is relayed whole up to the backend's close", a
       conn.close();
     },
   };
-  const backend = HostileBackend.start(serve(answers, new Map()));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy }) => {
     for (
       const [target, body] of [
         ["/unframed", "until the end"],
@@ -677,9 +663,7 @@ Deno.test({
       "/te-1.0": "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" +
         "2\r\nok\r\n0\r\n\r\n",
     };
-    const closed = new Map<string, string[]>();
-    const backend = HostileBackend.start(serve(answers, closed));
-    await withProxy(backend, async (proxy) => {
+    await withAnswers(answers, async ({ proxy, closed }) => {
       assertEquals(latin1((await request(proxy, "/te-1.0")).body), "ok");
       assertEquals(proxy.handler.pool.stats().idle, 0);
       await assertClosedUnused(closed, "/te-1.0");
@@ -692,9 +676,7 @@ Deno.test("a backend that goes silent inside its head or a small body gets 504 a
     "/half-head": "HTTP/1.1 200 OK\r\nContent-Le",
     "/half-body": "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nonly",
   };
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy, closed }) => {
     for (const target of Object.keys(answers)) {
       const response = await request(proxy, target);
       assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"], target);
@@ -705,17 +687,8 @@ Deno.test("a backend that goes silent inside its head or a small body gets 504 a
 });
 
 Deno.test("a backend trickling its answer a byte at a time is not cut off by the idle timeout", async () => {
-  const answer = ok("trickled");
-  const backend = HostileBackend.start(serve({
-    "/trickle": async (conn) => {
-      // Each byte comes well within the 250 ms idle timeout; the whole answer takes far longer.
-      for (const char of answer) {
-        await conn.write(char);
-        await new Promise((resolve) => setTimeout(resolve, 30));
-      }
-    },
-  }, new Map()));
-  await withProxy(backend, async (proxy) => {
+  // Each byte comes well within the 250 ms idle timeout; the whole answer takes far longer.
+  await withAnswers({ "/trickle": trickle(ok("trickled"), 30) }, async ({ proxy }) => {
     const started = performance.now();
     const response = await request(proxy, "/trickle");
     assertEquals([response.status, latin1(response.body)], [200, "trickled"]);
@@ -739,9 +712,7 @@ Deno.test("bodies framed around the read-buffer and direct-read sizes are relaye
       chunks.map((c) => `${c.length.toString(16)}\r\n${c}\r\n`).join("") + "0\r\n\r\n",
   };
   for (const n of [65_536, 65_537, 100_000]) answers[`/length-${n}`] = ok(pattern(n, n));
-  const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy, backend }) => {
     const chunked = await request(proxy, "/chunked");
     assert(latin1(chunked.body) === chunkedBody, "the chunked body differs");
     for (const n of [65_536, 65_537, 100_000]) {
@@ -760,17 +731,10 @@ Deno.test("answers arriving a byte per segment are parsed the same as whole ones
       "3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n",
     "/interim": "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + ok("after"),
   };
-  const trickled: Record<string, Answer> = {};
-  for (const [target, text] of Object.entries(answers)) {
-    trickled[target] = async (conn) => {
-      for (const char of text) {
-        await conn.write(char);
-        await new Promise((resolve) => setTimeout(resolve, 1));
-      }
-    };
-  }
-  const backend = HostileBackend.start(serve(trickled, new Map()));
-  await withProxy(backend, async (proxy) => {
+  const trickled = Object.fromEntries(
+    Object.entries(answers).map(([target, text]) => [target, trickle(text, 1)]),
+  );
+  await withAnswers(trickled, async ({ proxy, backend }) => {
     for (
       const [target, body] of [["/length", "hello"], ["/chunked", "abcde"], ["/interim", "after"]]
     ) {
@@ -792,8 +756,7 @@ Deno.test("a response head may fill the 64 KiB read buffer exactly, also after a
     "/interim-then-exact": interim + headOf(64 * 1024) + "ok",
     "/one-over": headOf(64 * 1024 + 1) + "ok",
   };
-  const backend = HostileBackend.start(serve(answers, new Map()));
-  await withProxy(backend, async (proxy) => {
+  await withAnswers(answers, async ({ proxy }) => {
     const exact = await request(proxy, "/exact");
     assertEquals([exact.status, latin1(exact.body)], [200, "ok"]);
     const afterInterim = await request(proxy, "/interim-then-exact");

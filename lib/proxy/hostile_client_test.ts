@@ -7,10 +7,12 @@
  * says so. Tests whose comment starts "Was a bug" pin a fix.
  */
 import { assert, assertEquals, assertMatch } from "../../tests/support/assert.ts";
-import { latin1, RawConnection } from "../../tests/support/raw_http.ts";
+import { headerValues, latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import {
   ask,
+  askEcho,
   closeCodeOf,
+  type Echo,
   echoOf,
   type HostileWorld,
   probe,
@@ -18,7 +20,6 @@ import {
   type RuleSketch,
   startWorld,
   upgradeHead,
-  valuesOf,
   type WorldOptions,
 } from "./_hostile_client.ts";
 import {
@@ -65,6 +66,11 @@ function get(target: string, host: string, extra = ""): string {
   return `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
 }
 
+/** What the backend received for `GET /` to the shop carrying `fields` (lines ending in CRLF). */
+function echoWith(world: HostileWorld, fields: string): Promise<Echo> {
+  return askEcho(world.port, get("/", SHOP, fields));
+}
+
 // --- Host confusion: the rule chosen and the Host the backend sees must agree. ---
 
 Deno.test("a Host in any case, with a port or a trailing dot reaches its rule, and the backend sees that Host unchanged", async () => {
@@ -83,11 +89,11 @@ Deno.test("a Host in any case, with a port or a trailing dot reaches its rule, a
       ["127.0.0.1", "any/web"],
     ];
     for (const [host, service] of cases) {
-      const echo = echoOf(await ask(world.port, get("/x", host)));
+      const echo = await askEcho(world.port, get("/x", host));
       assertEquals(echo.service, service, host);
-      assertEquals(valuesOf(echo.headers, "host"), [host], host);
-      assertEquals(valuesOf(echo.headers, "x-forwarded-host"), [host], host);
-      assertEquals(valuesOf(echo.headers, "x-forwarded-port"), [String(world.port)], host);
+      assertEquals(headerValues(echo.headers, "host"), [host], host);
+      assertEquals(headerValues(echo.headers, "x-forwarded-host"), [host], host);
+      assertEquals(headerValues(echo.headers, "x-forwarded-port"), [String(world.port)], host);
     }
   });
 });
@@ -141,15 +147,15 @@ Deno.test("an absolute-form target routes on its own authority, and that authori
       ["https://a.example.com/", SHOP, "wild/web", "a.example.com", "/"],
     ];
     for (const [target, host, service, hostSeen, targetSeen] of cases) {
-      const echo = echoOf(await ask(world.port, get(target, host)));
+      const echo = await askEcho(world.port, get(target, host));
       assertEquals(
-        [echo.service, valuesOf(echo.headers, "host"), echo.target],
+        [echo.service, headerValues(echo.headers, "host"), echo.target],
         [service, [hostSeen], targetSeen],
         target,
       );
-      assertEquals(valuesOf(echo.headers, "x-forwarded-host"), [hostSeen], target);
+      assertEquals(headerValues(echo.headers, "x-forwarded-host"), [hostSeen], target);
       // The listener is plain HTTP whatever scheme the target names.
-      assertEquals(valuesOf(echo.headers, "x-forwarded-proto"), ["http"], target);
+      assertEquals(headerValues(echo.headers, "x-forwarded-proto"), ["http"], target);
     }
     const seen = world.mark();
     const userinfo = await ask(world.port, get("http://user:pw@shop.example.com/admin", SHOP));
@@ -240,7 +246,7 @@ Deno.test("a percent-escape in lowercase hex routes like the same escape in uppe
   // section 6.2.2.1: the same URI).
   await withWorld(async (world) => {
     for (const target of ["/%c3%bcber", "/%C3%bcber", "/%c3%BCber"]) {
-      const echo = echoOf(await ask(world.port, get(target, SHOP)));
+      const echo = await askEcho(world.port, get(target, SHOP));
       assertEquals([echo.service, echo.target], ["shop/uber", target], target);
     }
   });
@@ -250,7 +256,7 @@ Deno.test("OPTIONS * reaches the backend as OPTIONS /* because Deno.serve rewrit
   // Deno.serve gives `OPTIONS *` and `OPTIONS /*` the same req.url; Sluice cannot tell them
   // apart, so the backend gets the origin-form target. Pinned so a Deno change is noticed.
   await withWorld(async (world) => {
-    const echo = echoOf(await ask(world.port, `OPTIONS * HTTP/1.1\r\nHost: ${SHOP}\r\n\r\n`));
+    const echo = await askEcho(world.port, `OPTIONS * HTTP/1.1\r\nHost: ${SHOP}\r\n\r\n`);
     assertEquals([echo.method, echo.target, echo.service], ["OPTIONS", "/*", "shop/public"]);
   });
 });
@@ -292,7 +298,7 @@ Deno.test("the HTTPS redirect never points at another host, whatever the target"
       for (const [target, host, location] of cases) {
         const response = await ask(world.port, get(target, host));
         assertEquals(response.status, 308, target);
-        assertEquals(valuesOf(response.headers, "location"), [location], target);
+        assertEquals(headerValues(response.headers, "location"), [location], target);
       }
       assertEquals(seen(), []);
     },
@@ -305,27 +311,21 @@ Deno.test("the HTTPS redirect never points at another host, whatever the target"
 
 Deno.test("an untrusted client's forged forwarding fields are replaced, whatever their case or Connection says", async () => {
   await withWorld(async (world) => {
-    const echo = echoOf(
-      await ask(
-        world.port,
-        get(
-          "/",
-          SHOP,
-          "x-forwarded-for: 1.1.1.1\r\nX-FORWARDED-FOR: 2.2.2.2\r\nX-Real-Ip: 3.3.3.3\r\n" +
-            "x-forwarded-host: evil.example\r\nX-Forwarded-Port: 1\r\nX-Forwarded-Proto: https\r\n" +
-            "Connection: X-Forwarded-For, X-Real-IP, X-Forwarded-Host, X-Request-ID, Host\r\n" +
-            "X-Request-ID: trace-1\r\n",
-        ),
-      ),
+    const echo = await echoWith(
+      world,
+      "x-forwarded-for: 1.1.1.1\r\nX-FORWARDED-FOR: 2.2.2.2\r\nX-Real-Ip: 3.3.3.3\r\n" +
+        "x-forwarded-host: evil.example\r\nX-Forwarded-Port: 1\r\nX-Forwarded-Proto: https\r\n" +
+        "Connection: X-Forwarded-For, X-Real-IP, X-Forwarded-Host, X-Request-ID, Host\r\n" +
+        "X-Request-ID: trace-1\r\n",
     );
-    assertEquals(valuesOf(echo.headers, "host"), [SHOP]);
-    assertEquals(valuesOf(echo.headers, "x-forwarded-for"), ["127.0.0.1"]);
-    assertEquals(valuesOf(echo.headers, "x-real-ip"), ["127.0.0.1"]);
-    assertEquals(valuesOf(echo.headers, "x-forwarded-host"), [SHOP]);
-    assertEquals(valuesOf(echo.headers, "x-forwarded-port"), [String(world.port)]);
-    assertEquals(valuesOf(echo.headers, "x-forwarded-proto"), ["http"]);
-    assertEquals(valuesOf(echo.headers, "x-request-id").length, 1);
-    assertEquals(valuesOf(echo.headers, "connection"), []);
+    assertEquals(headerValues(echo.headers, "host"), [SHOP]);
+    assertEquals(headerValues(echo.headers, "x-forwarded-for"), ["127.0.0.1"]);
+    assertEquals(headerValues(echo.headers, "x-real-ip"), ["127.0.0.1"]);
+    assertEquals(headerValues(echo.headers, "x-forwarded-host"), [SHOP]);
+    assertEquals(headerValues(echo.headers, "x-forwarded-port"), [String(world.port)]);
+    assertEquals(headerValues(echo.headers, "x-forwarded-proto"), ["http"]);
+    assertEquals(headerValues(echo.headers, "x-request-id").length, 1);
+    assertEquals(headerValues(echo.headers, "connection"), []);
   });
 });
 
@@ -333,16 +333,10 @@ Deno.test("an untrusted client cannot pass forwarding fields spelled with unders
   // Was a bug: CGI-style backends (PHP, WSGI, Rack) read `X_Forwarded_For` as the same variable
   // as Sluice's own field, so an untrusted client could forge its address that way.
   await withWorld(async (world) => {
-    const echo = echoOf(
-      await ask(
-        world.port,
-        get(
-          "/",
-          SHOP,
-          "X_Forwarded_For: 6.6.6.6\r\nX_Real_IP: 6.6.6.6\r\nX-Forwarded_Host: evil.example\r\n" +
-            "X_Forwarded_Proto: https\r\n",
-        ),
-      ),
+    const echo = await echoWith(
+      world,
+      "X_Forwarded_For: 6.6.6.6\r\nX_Real_IP: 6.6.6.6\r\nX-Forwarded_Host: evil.example\r\n" +
+        "X_Forwarded_Proto: https\r\n",
     );
     const names = echo.headers.map(([name]) => name.toLowerCase().replaceAll("_", "-"));
     for (const name of FORWARDING) {
@@ -355,22 +349,16 @@ Deno.test("an untrusted client cannot pass forwarding fields spelled with unders
 Deno.test("a trusted proxy's X-Forwarded-For fields are joined and appended to, and its X-Real-IP is recomputed", async () => {
   await withWorld(
     async (world) => {
-      const echo = echoOf(
-        await ask(
-          world.port,
-          get(
-            "/",
-            SHOP,
-            "X-Forwarded-For: 203.0.113.7\r\nX-Real-IP: 6.6.6.6\r\nx-forwarded-for: 10.1.1.1\r\n" +
-              "X-Forwarded-Proto: https\r\n",
-          ),
-        ),
+      const echo = await echoWith(
+        world,
+        "X-Forwarded-For: 203.0.113.7\r\nX-Real-IP: 6.6.6.6\r\nx-forwarded-for: 10.1.1.1\r\n" +
+          "X-Forwarded-Proto: https\r\n",
       );
-      assertEquals(valuesOf(echo.headers, "x-forwarded-for"), [
+      assertEquals(headerValues(echo.headers, "x-forwarded-for"), [
         "203.0.113.7, 10.1.1.1, 127.0.0.1",
       ]);
-      assertEquals(valuesOf(echo.headers, "x-real-ip"), ["203.0.113.7"]);
-      assertEquals(valuesOf(echo.headers, "x-forwarded-proto"), ["https"]);
+      assertEquals(headerValues(echo.headers, "x-real-ip"), ["203.0.113.7"]);
+      assertEquals(headerValues(echo.headers, "x-forwarded-proto"), ["https"]);
     },
     RULES,
     { proxy: { trustedProxyCidrs: ["127.0.0.0/8", "10.0.0.0/8"] } },
@@ -381,15 +369,13 @@ Deno.test("a hostile X-Request-ID is replaced by a generated one; a plain one is
   await withWorld(async (world) => {
     const hostile = ["r".repeat(10_000), "a b", "caf\xe9", "x".repeat(201)];
     for (const id of hostile) {
-      const echo = echoOf(await ask(world.port, get("/", SHOP, `X-Request-ID: ${id}\r\n`)));
-      const ids = valuesOf(echo.headers, "x-request-id");
+      const echo = await echoWith(world, `X-Request-ID: ${id}\r\n`);
+      const ids = headerValues(echo.headers, "x-request-id");
       assertEquals(ids.length, 1, id.slice(0, 20));
       assertMatch(ids[0] ?? "", /^[0-9a-f]{32}$/, id.slice(0, 20));
     }
-    const two = echoOf(
-      await ask(world.port, get("/", SHOP, "X-Request-ID: first\r\nX-Request-ID: second\r\n")),
-    );
-    assertEquals(valuesOf(two.headers, "x-request-id"), ["first"]);
+    const two = await echoWith(world, "X-Request-ID: first\r\nX-Request-ID: second\r\n");
+    assertEquals(headerValues(two.headers, "x-request-id"), ["first"]);
     // CR inside a value never reaches Sluice: Deno.serve answers 400.
     const seen = world.mark();
     const cr = await probe(world.port, get("/", SHOP, "X-Request-ID: a\rX-Injected: 1\r\n"));
@@ -400,8 +386,8 @@ Deno.test("a hostile X-Request-ID is replaced by a generated one; a plain one is
 
 Deno.test("Connection cannot make Sluice drop Host or a body's framing", async () => {
   await withWorld(async (world) => {
-    const host = echoOf(await ask(world.port, get("/", SHOP, "Connection: host, keep-alive\r\n")));
-    assertEquals(valuesOf(host.headers, "host"), [SHOP]);
+    const host = await echoWith(world, "Connection: host, keep-alive\r\n");
+    assertEquals(headerValues(host.headers, "host"), [SHOP]);
 
     // Content-Length named in Connection: the body must still be framed for the backend, and
     // the request pipelined behind it must arrive as a request of its own.
@@ -420,8 +406,8 @@ Deno.test("Connection cannot make Sluice drop Host or a body's framing", async (
       ["POST", "/form", 5, undefined],
       ["GET", "/after", 0, undefined],
     ]);
-    assertEquals(valuesOf(got[0]?.headers ?? [], "te"), []);
-    assertEquals(valuesOf(got[0]?.headers ?? [], "content-length"), ["5"]);
+    assertEquals(headerValues(got[0]?.headers ?? [], "te"), []);
+    assertEquals(headerValues(got[0]?.headers ?? [], "content-length"), ["5"]);
   });
 });
 
@@ -430,8 +416,8 @@ Deno.test("a request without a body reaches the backend without body framing", a
   // request went out chunked (and was no longer replayable on a stale pooled connection).
   await withWorld(async (world) => {
     for (const method of ["OPTIONS", "DELETE", "POST"]) {
-      const echo = echoOf(await ask(world.port, `${method} /x HTTP/1.1\r\nHost: ${SHOP}\r\n\r\n`));
-      assertEquals(valuesOf(echo.headers, "transfer-encoding"), [], method);
+      const echo = await askEcho(world.port, `${method} /x HTTP/1.1\r\nHost: ${SHOP}\r\n\r\n`);
+      assertEquals(headerValues(echo.headers, "transfer-encoding"), [], method);
     }
   });
 });
@@ -500,7 +486,7 @@ Deno.test("Expect: 100-continue: Deno sends 100 itself, the body arrives whole, 
         await conn.send(body);
         const echo = echoOf(await conn.readResponse());
         assertEquals([echo.target, echo.body.length], ["/upload", body.length]);
-        assertEquals(valuesOf(echo.headers, "expect"), []);
+        assertEquals(headerValues(echo.headers, "expect"), []);
       } finally {
         conn.close();
       }
@@ -517,7 +503,9 @@ Deno.test("Expect: 100-continue: Deno sends 100 itself, the body arrives whole, 
         const first = await over.readResponse();
         const refusal = first.status === 100 ? await over.readResponse() : first;
         assertEquals(refusal.status, 413);
-        assert(valuesOf(refusal.headers, "connection").some((v) => v.toLowerCase() === "close"));
+        assert(
+          headerValues(refusal.headers, "connection").some((v) => v.toLowerCase() === "close"),
+        );
       } finally {
         over.close();
       }

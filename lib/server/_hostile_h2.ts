@@ -23,6 +23,8 @@
 
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../workers/stub_snapshot.ts";
+import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
+import { concatBytes, latin1 } from "../../tests/support/raw_http.ts";
 import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import {
   type AccessLogEntry,
@@ -82,17 +84,7 @@ export function statusOf(stream: H2Stream): number | undefined {
 
 /** A stream's DATA as one string (UTF-8). */
 export function textOf(stream: H2Stream): string {
-  return new TextDecoder().decode(concat(stream.data));
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return new TextDecoder().decode(concatBytes(stream.data));
 }
 
 /** Options of {@linkcode RawH2.open}. */
@@ -162,7 +154,7 @@ export class RawH2 {
     view.setUint32(8, 0);
     const update = new Uint8Array(4);
     new DataView(update.buffer).setUint32(0, 0x7fffffff - 65535);
-    await h2.#write(concat([PREFACE, frame(FRAME.SETTINGS, 0, 0, settings)]));
+    await h2.#write(concatBytes([PREFACE, frame(FRAME.SETTINGS, 0, 0, settings)]));
     await h2.#write(frame(FRAME.WINDOW_UPDATE, 0, 0, update));
     return h2;
   }
@@ -307,7 +299,7 @@ export class RawH2 {
         if (n === null) break;
         this.#buf = this.#buf.length === 0
           ? chunk.slice(0, n)
-          : concat([this.#buf, chunk.subarray(0, n)]);
+          : concatBytes([this.#buf, chunk.subarray(0, n)]);
         while (this.#buf.length >= 9) {
           const length = (this.#buf[0]! << 16) | (this.#buf[1]! << 8) | this.#buf[2]!;
           if (this.#buf.length < 9 + length) break;
@@ -390,7 +382,7 @@ export class RawH2 {
     const block = this.#headerBlock;
     this.#headerBlock = undefined;
     if (block === undefined) return;
-    const fields = this.#hpack.decode(concat(block.parts));
+    const fields = this.#hpack.decode(concatBytes(block.parts));
     const stream = this.#streams.get(block.id);
     if (stream === undefined) return;
     stream.heads.push(fields);
@@ -732,7 +724,7 @@ export class BackendConn {
     this.read += n;
     this.#buf = this.#buf.length === 0
       ? chunk.slice(0, n)
-      : concat([this.#buf, chunk.subarray(0, n)]);
+      : concatBytes([this.#buf, chunk.subarray(0, n)]);
     return true;
   }
 }
@@ -783,14 +775,6 @@ export function startScriptedBackend(
   };
 }
 
-function latin1(bytes: Uint8Array): string {
-  let out = "";
-  for (let i = 0; i < bytes.length; i += 8192) {
-    out += String.fromCharCode(...bytes.subarray(i, i + 8192));
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // The world: proxy handler behind the real HTTPS and HTTP listeners
 // ---------------------------------------------------------------------------
@@ -807,7 +791,7 @@ export interface H2World {
   readonly proxy: ProxyHandler;
   readonly https: HttpsListener;
   readonly accessLog: AccessLogEntry[];
-  readonly warnings: { message: string; properties?: Record<string, unknown> }[];
+  readonly warnings: LoggedWarning[];
   close(): Promise<void>;
 }
 
@@ -826,12 +810,7 @@ export async function startH2World(
   const accessLog: AccessLogEntry[] = [];
   const warnings: H2World["warnings"] = [];
   const proxy = createProxyHandler({
-    logger: {
-      warn: (message, properties) =>
-        warnings.push(properties === undefined ? { message } : { message, properties }),
-      error: (message, properties) =>
-        warnings.push(properties === undefined ? { message } : { message, properties }),
-    },
+    logger: recordingLogger(warnings),
     onAccess: (entry) => accessLog.push(entry),
     ...options,
     snapshot: () => snapshot,

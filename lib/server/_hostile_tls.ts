@@ -11,6 +11,7 @@
  */
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
+import { webIngressSpec } from "../../tests/support/fixture_objects.ts";
 import type { Ingress, Secret } from "../k8s/objects.ts";
 import { compileCertificateTable } from "../routing/certificate_table.ts";
 import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
@@ -227,20 +228,7 @@ export function tlsIngress(name: string, hosts: readonly string[], secretName: s
     apiVersion: "networking.k8s.io/v1",
     kind: "Ingress",
     metadata: { namespace: "tls", name, creationTimestamp: "2024-01-01T00:00:00Z" },
-    spec: {
-      ingressClassName: "sluice",
-      tls: [{ hosts: [...hosts], secretName }],
-      rules: hosts.map((host) => ({
-        host,
-        http: {
-          paths: [{
-            path: "/",
-            pathType: "Prefix",
-            backend: { service: { name: "web", port: { number: 80 } } },
-          }],
-        },
-      })),
-    },
+    spec: { ...webIngressSpec(hosts), tls: [{ hosts: [...hosts], secretName }] },
   };
 }
 

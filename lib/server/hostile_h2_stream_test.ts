@@ -15,6 +15,7 @@ import {
   patternSha256,
   startEchoBackend,
 } from "../../tests/support/echo_backend.ts";
+import { closeQuietly, latin1 } from "../../tests/support/raw_http.ts";
 import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
@@ -613,19 +614,11 @@ async function readUntil(
       while (!done(text)) {
         const n = await conn.read(buffer);
         if (n === null) throw new Error(`Cannot read more: closed after "${text.slice(0, 80)}"`);
-        text += String.fromCharCode(...buffer.subarray(0, n));
+        text += latin1(buffer.subarray(0, n));
       }
     })(),
   );
   return text;
-}
-
-function closeQuietly(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // Already closed.
-  }
 }
 
 Deno.test("http/1.1: a 50 MB chunked upload in odd-sized chunks with extensions arrives byte for byte", async () => {

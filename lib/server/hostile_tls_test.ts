@@ -29,6 +29,7 @@ import {
   readServerFlight,
   sameBytes,
   type ServerFlight,
+  type TableFromSecrets,
   tlsData,
   tlsIngress,
   tlsSecret,
@@ -122,6 +123,23 @@ function perHost(cases: Record<string, Record<string, string>>, type?: string) {
   };
 }
 
+/** The `data` of a TLS Secret per host. */
+function dataOf(pairs: Record<string, PemPair>): Record<string, Record<string, string>> {
+  return Object.fromEntries(Object.entries(pairs).map(([host, pair]) => [host, tlsData(pair)]));
+}
+
+/** The certificate table of `objects` at `NOW`, with `DEFAULT` as the default certificate. */
+function tableOf(
+  objects: Parameters<typeof certificateTableFrom>[0],
+  inspectCertificate?: InspectCertificate,
+): TableFromSecrets {
+  return certificateTableFrom(objects, {
+    now: NOW,
+    defaultCertificate: DEFAULT,
+    ...(inspectCertificate === undefined ? {} : { inspectCertificate }),
+  });
+}
+
 function issueFor(issues: readonly { message: string }[], secret: string): string | undefined {
   return issues.find((issue) => issue.message.includes(`"tls/${secret}"`))?.message;
 }
@@ -139,11 +157,7 @@ Deno.test("TLS Secrets with CRLF line endings, trailing spaces, blank lines or t
     },
     "nonewline.a.test": { certPem: a.certPem.trimEnd(), keyPem: a.keyPem.trimEnd() },
   };
-  const cases = Object.fromEntries(Object.entries(variants).map(([h, p]) => [h, tlsData(p)]));
-  const { table, issues } = certificateTableFrom(perHost(cases), {
-    now: NOW,
-    defaultCertificate: DEFAULT,
-  });
+  const { table, issues } = tableOf(perHost(dataOf(variants)));
   // The certificate covers a.test only: each host gets the "does not cover" warning, nothing else.
   for (const issue of issues) assertStringIncludes(issue.message, "does not cover host");
   await withListener(() => table, {}, async (_listener, port) => {
@@ -177,10 +191,7 @@ Deno.test("broken TLS Secrets are reported and their hosts get the default certi
     }),
     "swapped.test": { "tls.crt": tlsData(a)["tls.key"]!, "tls.key": tlsData(a)["tls.crt"]! },
   };
-  const { table, issues } = certificateTableFrom(perHost(cases), {
-    now: NOW,
-    defaultCertificate: DEFAULT,
-  });
+  const { table, issues } = tableOf(perHost(cases));
   const expected: Record<string, string> = {
     "mismatch.test": "tls.key does not match the certificate in tls.crt",
     "wrong-order.test": "tls.key does not match the certificate in tls.crt",
@@ -210,10 +221,7 @@ Deno.test("broken TLS Secrets are reported and their hosts get the default certi
 });
 
 Deno.test("a certificate not valid yet is served (clock skew), with no issue", async () => {
-  const { table, issues } = certificateTableFrom(
-    perHost({ "future.test": tlsData(pairFuture!) }),
-    { now: NOW, defaultCertificate: DEFAULT },
-  );
+  const { table, issues } = tableOf(perHost({ "future.test": tlsData(pairFuture!) }));
   assertEquals(issues, []);
   await withListener(() => table, {}, async (_listener, port) => {
     assert(leafIs(await probeCertificate(port, { serverName: "future.test" }), pairFuture!));
@@ -221,10 +229,7 @@ Deno.test("a certificate not valid yet is served (clock skew), with no issue", a
 });
 
 Deno.test("a Secret of another type holding tls.crt and tls.key is served like a kubernetes.io/tls one", () => {
-  const { table, issues } = certificateTableFrom(
-    perHost({ "a.test": tlsData(pairA!) }, "Opaque"),
-    { now: NOW, defaultCertificate: DEFAULT },
-  );
+  const { table, issues } = tableOf(perHost({ "a.test": tlsData(pairA!) }, "Opaque"));
   assertEquals(issues, []);
   assertEquals(table.resolve("a.test").source, "tls/a.test");
 });
@@ -233,9 +238,8 @@ Deno.test("a 5 MB tls.crt (the certificate padded with text) is translated and s
   const padding = "# padding line of a very large tls.crt\n".repeat(5 * 1024 * 1024 / 40);
   const certPem = padding + pairA!.certPem + padding;
   assert(certPem.length > 5 * 1024 * 1024);
-  const { table, issues } = certificateTableFrom(
+  const { table, issues } = tableOf(
     perHost({ "a.test": tlsData({ certPem, keyPem: pairA!.keyPem }) }),
-    { now: NOW, defaultCertificate: DEFAULT },
   );
   assertEquals(issues, []);
   await withListener(() => table, {}, async (_listener, port) => {
@@ -244,10 +248,10 @@ Deno.test("a 5 MB tls.crt (the certificate padded with text) is translated and s
 });
 
 Deno.test("wildcard and uppercase SANs: *.x serves one label only; case in the certificate does not matter", async () => {
-  const { table, issues } = certificateTableFrom({
+  const { table, issues } = tableOf({
     ingresses: [tlsIngress("upper", ["upper.test", "*.wild.upper.test"], "upper")],
     secrets: [tlsSecret("upper", tlsData(pairUpper!))],
-  }, { now: NOW, defaultCertificate: DEFAULT });
+  });
   // Certificate names are compared case-insensitively: no "does not cover" warning.
   assertEquals(issues, []);
   await withListener(() => table, {}, async (_listener, port) => {
@@ -261,10 +265,10 @@ Deno.test("wildcard and uppercase SANs: *.x serves one label only; case in the c
 });
 
 Deno.test("a TLS host in Unicode is reported; its punycode form is served", () => {
-  const { table, issues } = certificateTableFrom({
+  const { table, issues } = tableOf({
     ingresses: [tlsIngress("idn", ["bücher.test", "xn--bcher-kva.test"], "idn")],
     secrets: [tlsSecret("idn", tlsData(pairA!))],
-  }, { now: NOW, defaultCertificate: DEFAULT });
+  });
   const unicode = issues.find((issue) => issue.field === "spec.tls[0].hosts[0]");
   assert(unicode !== undefined, JSON.stringify(issues));
   assertStringIncludes(unicode.message, "bücher.test");
@@ -291,11 +295,7 @@ Deno.test(
       "p384.test": p384,
       "ed.test": ed,
     };
-    const cases = Object.fromEntries(Object.entries(served).map(([h, p]) => [h, tlsData(p)]));
-    const { table, issues } = certificateTableFrom(perHost(cases), {
-      now: NOW,
-      defaultCertificate: DEFAULT,
-    });
+    const { table, issues } = tableOf(perHost(dataOf(served)));
     for (const issue of issues) assertStringIncludes(issue.message, "does not cover host");
     await withListener(() => table, {}, async (_listener, port) => {
       for (const [host, pair] of Object.entries(served)) {
@@ -310,13 +310,10 @@ Deno.test("encrypted keys are reported and their hosts get the default certifica
   ignore: !HAS_OPENSSL,
 }, async () => {
   const ec = await opensslCertificate("ec-p256", "ec.test");
-  const { table, issues } = certificateTableFrom(
-    perHost({
-      "pkcs8.test": tlsData({ certPem: ec.certPem, keyPem: ec.encryptedKeyPem }),
-      "sec1.test": tlsData({ certPem: ec.certPem, keyPem: ec.encryptedTraditionalKeyPem! }),
-    }),
-    { now: NOW, defaultCertificate: DEFAULT },
-  );
+  const { table, issues } = tableOf(perHost({
+    "pkcs8.test": tlsData({ certPem: ec.certPem, keyPem: ec.encryptedKeyPem }),
+    "sec1.test": tlsData({ certPem: ec.certPem, keyPem: ec.encryptedTraditionalKeyPem! }),
+  }));
   assertStringIncludes(issueFor(issues, "pkcs8.test") ?? "", "tls.key is encrypted");
   // An encrypted SEC1 key ("Proc-Type: 4,ENCRYPTED") is named as encrypted too.
   assertStringIncludes(issueFor(issues, "sec1.test") ?? "", "tls.key is encrypted");
@@ -333,10 +330,7 @@ Deno.test({
     const kinds = ["rsa-1024", "ec-secp256k1", "ed448", "rsa-pss-2048"] as const;
     const pairs = await Promise.all(kinds.map((kind) => opensslCertificate(kind, `${kind}.test`)));
     const cases = Object.fromEntries(kinds.map((kind, i) => [`${kind}.test`, tlsData(pairs[i]!)]));
-    const { table, issues } = certificateTableFrom(perHost(cases), {
-      now: NOW,
-      defaultCertificate: DEFAULT,
-    });
+    const { table, issues } = tableOf(perHost(cases));
     await withListener(() => table, {}, async (_listener, port) => {
       for (const kind of kinds) {
         const host = `${kind}.test`;
@@ -356,9 +350,8 @@ Deno.test({
   fn: async () => {
     const certPem = pairA!.certPem +
       "-----BEGIN CERTIFICATE-----\nAAAA!!!!not base64\n-----END CERTIFICATE-----\n";
-    const { table, issues } = certificateTableFrom(
+    const { table, issues } = tableOf(
       perHost({ "a.test": tlsData({ certPem, keyPem: pairA!.keyPem }) }),
-      { now: NOW, defaultCertificate: DEFAULT },
     );
     await withListener(() => table, {}, async (_listener, port) => {
       assert(issueFor(issues, "a.test") !== undefined, "no issue for a.test");
@@ -389,9 +382,9 @@ Deno.test(
         chainFingerprint: fingerprint,
       };
     };
-    const { table } = certificateTableFrom(
+    const { table } = tableOf(
       perHost({ "weak.test": tlsData(weak), "a.test": tlsData(pairA!) }),
-      { now: NOW, defaultCertificate: DEFAULT, inspectCertificate: lenient },
+      lenient,
     );
     await withListener(() => table, {}, async (listener, port) => {
       for (let i = 0; i < 3; i++) {
@@ -411,10 +404,7 @@ Deno.test(
 Deno.test({
   name: "a certificate without subjectAltName (CN only) is reported: clients will reject it",
   fn: () => {
-    const { issues } = certificateTableFrom(
-      perHost({ "nosan.test": tlsData(pairNoSan!) }),
-      { now: NOW, defaultCertificate: DEFAULT },
-    );
+    const { issues } = tableOf(perHost({ "nosan.test": tlsData(pairNoSan!) }));
     assert(issueFor(issues, "nosan.test") !== undefined, JSON.stringify(issues));
   },
 });
@@ -424,10 +414,10 @@ Deno.test({
 // ---------------------------------------------------------------------------
 
 function stubTable(): CertificateTable {
-  return certificateTableFrom({
+  return tableOf({
     ingresses: [tlsIngress("a", ["a.test"], "a"), tlsIngress("w", ["*.w.test"], "w")],
     secrets: [tlsSecret("a", tlsData(pairA!)), tlsSecret("w", tlsData(pairWild!))],
-  }, { now: NOW, defaultCertificate: DEFAULT }).table;
+  }).table;
 }
 
 Deno.test("odd server names get the right certificate: none, IP literals, uppercase, trailing dot, wildcard depth", async () => {

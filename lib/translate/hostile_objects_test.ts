@@ -13,6 +13,7 @@
  */
 
 import { assert, assertEquals, assertMatch } from "../../tests/support/assert.ts";
+import { webIngressSpec } from "../../tests/support/fixture_objects.ts";
 import { seededRandom } from "../../tests/support/seeded_random.ts";
 import type { EndpointSlice, Ingress, IngressClass, Secret, Service } from "../k8s/objects.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
@@ -54,19 +55,7 @@ const OUR_CLASS: IngressClass = {
 
 const GOOD_INGRESS: Ingress = {
   metadata: { namespace: "good", name: "web", creationTimestamp: "2024-01-01T00:00:00Z" },
-  spec: {
-    ingressClassName: "sluice",
-    rules: [{
-      host: "good.test",
-      http: {
-        paths: [{
-          path: "/",
-          pathType: "Prefix",
-          backend: { service: { name: "web", port: { number: 80 } } },
-        }],
-      },
-    }],
-  },
+  spec: webIngressSpec("good.test"),
 };
 const GOOD_SERVICE: Service = {
   metadata: { namespace: "good", name: "web" },

@@ -69,11 +69,14 @@ export function editedObject(kind: Kind, object: KubeObject): KubeObject {
   return copy;
 }
 
-/** The spec of an Ingress of class `sluice` sending `host`, every path, to port 80 of Service `web`. */
-export function webIngressSpec(host: string): IngressSpec {
+/**
+ * The spec of an Ingress of class `sluice` sending `host` (or each of `hosts`,
+ * one rule each), every path, to port 80 of Service `web`.
+ */
+export function webIngressSpec(hosts: string | readonly string[]): IngressSpec {
   return {
     ingressClassName: "sluice",
-    rules: [{
+    rules: (typeof hosts === "string" ? [hosts] : hosts).map((host) => ({
       host,
       http: {
         paths: [{
@@ -82,6 +85,6 @@ export function webIngressSpec(host: string): IngressSpec {
           backend: { service: { name: "web", port: { number: 80 } } },
         }],
       },
-    }],
+    })),
   };
 }

@@ -12,9 +12,23 @@ import {
   createProxyHandler,
   type ProxyHandler,
   type ProxyHandlerOptions,
+  type ProxyLogger,
 } from "../../lib/proxy/proxy_handler.ts";
 import type { Snapshot } from "../../lib/routing/snapshot.ts";
 import { type StaticRoute, staticSnapshot } from "./static_snapshot.ts";
+
+/** A warning or error the handler logged. */
+export interface LoggedWarning {
+  message: string;
+  properties?: Record<string, unknown>;
+}
+
+/** A handler logger that appends every warning and error to `warnings`. */
+export function recordingLogger(warnings: LoggedWarning[]): ProxyLogger {
+  const record = (message: string, properties?: Record<string, unknown>) =>
+    warnings.push(properties === undefined ? { message } : { message, properties });
+  return { warn: record, error: record };
+}
 
 export interface ProxyHarness {
   readonly port: number;
@@ -22,7 +36,7 @@ export interface ProxyHarness {
   readonly url: string;
   readonly handler: ProxyHandler;
   readonly accessLog: AccessLogEntry[];
-  readonly warnings: { message: string; properties?: Record<string, unknown> }[];
+  readonly warnings: LoggedWarning[];
   /** Swaps the routes (a new snapshot version). */
   setRoutes(routes: readonly StaticRoute[]): void;
   close(): Promise<void>;
@@ -41,12 +55,7 @@ export function startProxy(options: HarnessOptions): Promise<ProxyHarness> {
   const warnings: ProxyHarness["warnings"] = [];
   const { routes: _routes, secure = false, ...rest } = options;
   const handler = createProxyHandler({
-    logger: {
-      warn: (message, properties) =>
-        warnings.push(properties === undefined ? { message } : { message, properties }),
-      error: (message, properties) =>
-        warnings.push(properties === undefined ? { message } : { message, properties }),
-    },
+    logger: recordingLogger(warnings),
     onAccess: (entry) => accessLog.push(entry),
     ...rest,
     snapshot: () => snapshot,

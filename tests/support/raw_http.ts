@@ -118,11 +118,7 @@ export class RawConnection {
   }
 
   close(): void {
-    try {
-      this.#conn.close();
-    } catch {
-      // Already closed.
-    }
+    closeQuietly(this.#conn);
   }
 
   async #readMore(deadline: number): Promise<void> {
@@ -150,6 +146,33 @@ export class RawConnection {
     next.set(this.#buf);
     next.set(chunk.subarray(0, result), this.#buf.length);
     this.#buf = next;
+  }
+}
+
+/** Closes `closable`, ignoring that it may be closed already. */
+export function closeQuietly(closable: { close(): void }): void {
+  try {
+    closable.close();
+  } catch {
+    // Already closed.
+  }
+}
+
+/**
+ * Sends bytes on a new connection and reads one response (`head: true` for a
+ * response to HEAD).
+ */
+export async function rawRequest(
+  port: number,
+  data: string | Uint8Array,
+  options: { head?: boolean; timeoutMs?: number } = {},
+): Promise<RawResponse> {
+  const conn = await RawConnection.open(port);
+  try {
+    await conn.send(data);
+    return await conn.readResponse(options);
+  } finally {
+    conn.close();
   }
 }
 
@@ -272,7 +295,7 @@ function indexOfCrlf(buf: Uint8Array, from: number): number {
 }
 
 /** The bytes of `parts`, joined into a new array. */
-export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const part of parts) {
