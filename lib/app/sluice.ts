@@ -224,7 +224,9 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   const health = serveHealth({
     hostname,
     port: config.healthPort,
-    live: () => pool.size > 0,
+    // A worker lost (crashed, hung) is not restarted in-process: failing liveness makes the
+    // kubelet restart the pod at full capacity.
+    live: () => shuttingDown || pool.size === pool.count,
     ready: () => controller.ready && !shuttingDown && pool.size > 0,
     metrics: async () => {
       const parts: MetricsSnapshot[] = [await snapshotMetrics(metrics.registry)];

@@ -20,6 +20,7 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
 import type { UpstreamResponse } from "./upstream_client.ts";
 import {
   decodeClosePayload,
@@ -55,6 +56,8 @@ const SKIP_101 = new Set([
 const BACKPRESSURE_BYTES = 4 * 1024 * 1024;
 const MAX_QUEUED_TO_BACKEND = 64 * 1024 * 1024;
 const CLOSE_GRACE_MS = 5_000;
+/** How long the relay's last frames (a close reply) may take to reach the backend. */
+const FINAL_FLUSH_MS = 1_000;
 
 export interface WebSocketRelayOptions {
   /** Close both sides after this long without a message either way, in ms. */
@@ -123,8 +126,10 @@ export function webSocketHandshakeProblem(
  * Must be called while `req` is live (inside the handler, before returning).
  *
  * @returns the 101 response to return from the handler, and the relay.
- * @throws {TypeError} when Deno refuses the upgrade (e.g. the backend chose a
- *   subprotocol the client did not offer); the caller answers 502.
+ * @throws {TypeError} when the backend's 101 is not a valid answer to the
+ *   client's handshake (no `Upgrade: websocket`, a wrong `Sec-WebSocket-Accept`,
+ *   an extension nobody offered) or Deno refuses the upgrade (a subprotocol the
+ *   client did not offer); the caller answers 502.
  */
 export function relayWebSocket(
   req: Request,
@@ -132,13 +137,28 @@ export function relayWebSocket(
   options: WebSocketRelayOptions,
 ): { readonly response: Response; readonly relay: WebSocketRelay } {
   let protocol: string | undefined;
+  let accept: string | undefined;
+  let upgradeToWebSocket = false;
   const extra: [string, string][] = [];
   for (const [name, value] of upstream.headers) {
     const lower = name.toLowerCase();
     if (lower === "sec-websocket-protocol") protocol ??= value.trim();
-    else if (!SKIP_101.has(lower) && !upstream.connectionTokens.includes(lower)) {
+    else if (lower === "sec-websocket-accept") accept = accept === undefined ? value.trim() : "";
+    else if (lower === "upgrade") {
+      upgradeToWebSocket ||= value.split(",").some((t) => t.trim().toLowerCase() === "websocket");
+    } else if (lower === "sec-websocket-extensions" && value.trim() !== "") {
+      // The proxy offered none (see WEBSOCKET_DROP_REQUEST): frames would arrive transformed.
+      throw new TypeError(`Cannot accept 101: extension "${value.trim()}" was never offered`);
+    } else if (!SKIP_101.has(lower) && !upstream.connectionTokens.includes(lower)) {
       extra.push([name, value]);
     }
+  }
+  // RFC 6455 section 4.1: the client side fails a handshake whose 101 does not prove the
+  // backend read this key, or does not upgrade to "websocket". Deno would answer the client
+  // with an accept of its own, so the check has to be here.
+  if (!upgradeToWebSocket) throw new TypeError("Cannot accept 101: no Upgrade: websocket");
+  if (accept !== expectedAccept(req.headers.get("sec-websocket-key") ?? "")) {
+    throw new TypeError("Cannot accept 101: Sec-WebSocket-Accept does not match the key sent");
   }
   const { socket, response } = Deno.upgradeWebSocket(
     req,
@@ -148,6 +168,13 @@ export function relayWebSocket(
   const relay = new Relay(socket, upstream.tunnel.conn, options);
   relay.start(upstream.tunnel.initial);
   return { response, relay };
+}
+
+const WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/** The `Sec-WebSocket-Accept` a backend must answer to `key` (RFC 6455 section 4.2.2). */
+function expectedAccept(key: string): string {
+  return createHash("sha1").update(key.trim() + WEBSOCKET_GUID).digest("base64");
 }
 
 class Relay implements WebSocketRelay {
@@ -299,10 +326,18 @@ class Relay implements WebSocketRelay {
           this.#closeFromBackend = true;
           this.#backendCode = code;
           if (this.#reason === "error") this.#reason = "backend";
-          this.#sendCloseToBackend(isSendableCloseCode(code) ? code : undefined, "");
-          if (isSendableCloseCode(code)) this.#closeClient(code, reason);
-          else if (code === 1005) this.#closeClient(undefined, "");
-          else this.#closeClient(1002, "");
+          if (frame.payload.length === 0) {
+            // No status: answered with none, and the client sees 1005 too.
+            this.#sendCloseToBackend(undefined, "");
+            this.#closeClient(undefined, "");
+          } else if (isSendableCloseCode(code)) {
+            this.#sendCloseToBackend(code, "");
+            this.#closeClient(code, reason);
+          } else {
+            // A code no endpoint may send (1005, 1006, 1015, 999, 5000...): a protocol error.
+            this.#sendCloseToBackend(1002, "");
+            this.#closeClient(1002, "");
+          }
           this.#finishWhenWritten();
           return false;
         }
@@ -333,6 +368,8 @@ class Relay implements WebSocketRelay {
     if (this.#queued > MAX_QUEUED_TO_BACKEND) {
       this.#reason = "error";
       this.#closeClient(1008, "Backend too slow");
+      // At once: the pending write would otherwise hold the socket until the backend reads.
+      this.#closeConn();
       this.#finish();
       return;
     }
@@ -397,8 +434,16 @@ class Relay implements WebSocketRelay {
     this.#idleTimer = undefined;
     if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
     this.#graceTimer = undefined;
-    // Let queued frames (a close reply) go out before closing the socket.
-    this.#flushing.then(() => this.#closeConn());
+    // Let queued frames (a close reply) go out before closing the socket, but not for longer
+    // than FINAL_FLUSH_MS: a backend that stopped reading would keep its socket (and the
+    // queue) for ever.
+    if (!this.#connClosed) {
+      const timer = setTimeout(() => this.#closeConn(), FINAL_FLUSH_MS);
+      this.#flushing.then(() => {
+        clearTimeout(timer);
+        this.#closeConn();
+      });
+    }
     if (this.#finished) return;
     this.#finished = true;
     const state = this.#socket.readyState;

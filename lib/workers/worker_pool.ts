@@ -29,6 +29,12 @@ export interface WorkerPoolOptions<D> {
   readonly startTimeoutMs?: number;
   /** Default: the `workers` component logger. */
   readonly logger?: Logger;
+  /**
+   * Every this many ms each worker is asked to answer; one silent for three
+   * rounds (hung, or gone without an error event) is terminated and counted
+   * lost. Default 5,000; 0 turns the check off.
+   */
+  readonly heartbeatMs?: number;
 }
 
 /** What {@linkcode WorkerPool.publish} observed. */
@@ -57,6 +63,8 @@ interface Member {
   readonly worker: Worker;
   alive: boolean;
   stopped: PromiseWithResolvers<PoolShutdownResult>;
+  /** `performance.now()` of its last message. */
+  lastHeard: number;
 }
 
 /** Starts `count` serving workers and resolves once all of them listen. */
@@ -88,6 +96,7 @@ export class WorkerPool<D> {
   };
   #shutdown: Promise<PoolShutdownResult> | undefined;
   #collectId = 0;
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
   #collecting = new Map<number, { waiting: Set<number>; results: unknown[]; done: () => void }>();
 
   /** Use {@linkcode startWorkerPool}. */
@@ -112,6 +121,11 @@ export class WorkerPool<D> {
     return this.#members.filter((m) => m.alive).length;
   }
 
+  /** How many workers were started (`count`). */
+  get count(): number {
+    return this.#options.count;
+  }
+
   /** @internal Starts the first worker, then the others on the ports it bound. */
   async start(): Promise<void> {
     const first = await this.#spawn(0, this.#options.config);
@@ -120,6 +134,24 @@ export class WorkerPool<D> {
     const rest = [];
     for (let id = 1; id < this.#options.count; id++) rest.push(this.#spawn(id, shared));
     await Promise.all(rest);
+    const heartbeatMs = this.#options.heartbeatMs ?? 5_000;
+    if (heartbeatMs > 0) {
+      this.#heartbeat = setInterval(() => this.#beat(heartbeatMs), heartbeatMs);
+      Deno.unrefTimer(this.#heartbeat);
+    }
+  }
+
+  /** Loses workers silent for three rounds, and asks the others to answer (a `collect` of id 0). */
+  #beat(heartbeatMs: number): void {
+    const now = performance.now();
+    for (const member of this.#members) {
+      if (!member.alive) continue;
+      if (now - member.lastHeard > 3 * heartbeatMs) {
+        this.#lose(member, `no answer for ${Math.round(now - member.lastHeard)} ms`);
+        continue;
+      }
+      member.worker.postMessage({ type: "collect", id: 0 } satisfies ToWorker<D>);
+    }
   }
 
   /**
@@ -182,10 +214,12 @@ export class WorkerPool<D> {
 
   /** Stops every worker at once, without draining. */
   terminate(): void {
+    clearInterval(this.#heartbeat);
     for (const member of this.#members) this.#lose(member, "terminated");
   }
 
   async #stop(timeoutMs: number): Promise<PoolShutdownResult> {
+    clearInterval(this.#heartbeat);
     const alive = this.#members.filter((m) => m.alive);
     for (const member of alive) member.worker.postMessage({ type: "shutdown", timeoutMs });
     // A worker that does not answer within the deadline (plus slack) is terminated.
@@ -205,7 +239,13 @@ export class WorkerPool<D> {
       type: "module",
       name: `sluice-worker-${id}`,
     });
-    const member: Member = { id, worker, alive: true, stopped: Promise.withResolvers() };
+    const member: Member = {
+      id,
+      worker,
+      alive: true,
+      stopped: Promise.withResolvers(),
+      lastHeard: performance.now(),
+    };
     this.#members.push(member);
     const listening = Promise.withResolvers<FromWorker & { type: "listening" }>();
     this.#listening.set(id, listening);
@@ -235,6 +275,7 @@ export class WorkerPool<D> {
 
   #receive(member: Member, message: unknown): void {
     if (!isFromWorker(message)) return;
+    member.lastHeard = performance.now();
     switch (message.type) {
       case "listening":
         this.#listening.get(member.id)?.resolve(message);

@@ -1,0 +1,328 @@
+/**
+ * Test support for `hostile_websocket_test.ts`: a raw `Deno.listen` WebSocket
+ * backend whose script writes the 101 and every frame byte itself, a client
+ * `WebSocket` with a message queue, and the proxy harness in between with a
+ * relay counter. Knows nothing of the relay's internals: it only sees bytes
+ * on the backend socket and events on the client.
+ *
+ * @module
+ */
+
+import { startProxy } from "../../tests/support/proxy_harness.ts";
+import type { HarnessOptions, ProxyHarness } from "../../tests/support/proxy_harness.ts";
+import { latin1 } from "../../tests/support/raw_http.ts";
+import { waitFor, within } from "../../tests/support/wait.ts";
+import { decodeClosePayload, FrameDecoder, OP_CLOSE, type WsFrame } from "./ws_frame.ts";
+
+const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/** The `Sec-WebSocket-Accept` value RFC 6455 section 4.2.2 derives from `key`. */
+export async function acceptFor(key: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(key + GUID));
+  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+}
+
+/** Bytes of `text`, one per char (latin1). */
+export function bytesOf(text: string): Uint8Array {
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i) & 0xff;
+  return out;
+}
+
+/** The close code of a close frame, 1005 for an empty one, undefined for others. */
+export function closeCodeOf(frame: WsFrame): number | undefined {
+  if (frame.opcode !== OP_CLOSE) return undefined;
+  try {
+    return decodeClosePayload(frame.payload).code;
+  } catch {
+    return -1;
+  }
+}
+
+/** One backend connection as its script sees it. */
+export interface WsBackendConn {
+  /** The upgrade request head, through CRLF CRLF. */
+  readonly head: string;
+  /** The value of a request field (first one, trimmed), case-insensitive. */
+  field(name: string): string | undefined;
+  /** Writes a valid 101 (plus `fields`, one `Name: value` each) and `after` in the same write. */
+  accept(options?: { fields?: readonly string[]; after?: Uint8Array }): Promise<void>;
+  write(data: string | Uint8Array): Promise<void>;
+  /** The next frame the proxy sent (also recorded), or null once it closed; rejects after `timeoutMs`. */
+  nextFrame(timeoutMs?: number): Promise<WsFrame | null>;
+  /** Bytes the proxy sent since the last frame read; reads until EOF. Counts instead of keeping. */
+  countToEnd(timeoutMs?: number): Promise<number>;
+}
+
+/** What one backend connection saw. */
+export interface WsBackendRecord {
+  /** Frames read from the proxy, by the script or by the drain after it. */
+  readonly frames: WsFrame[];
+  /** True once the proxy closed the connection (read returned EOF or failed). */
+  eof: boolean;
+  /** A framing error in what the proxy sent (unmasked frame...). */
+  error: string | undefined;
+}
+
+export type WsScript = (conn: WsBackendConn) => Promise<void>;
+
+/**
+ * A raw backend: reads the upgrade head, runs `script`, then reads frames until
+ * the proxy closes (so the test can see it did). Close it at the end.
+ */
+export class WsBackend {
+  readonly port: number;
+  readonly conns: WsBackendRecord[] = [];
+  #listener: Deno.Listener;
+  #open = new Set<Deno.Conn>();
+  #tasks: Promise<void>[] = [];
+  #loop: Promise<void>;
+
+  constructor(script: WsScript) {
+    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    this.port = (this.#listener.addr as Deno.NetAddr).port;
+    this.#loop = this.#accept(script);
+  }
+
+  /** Waits until connection `index` exists and the proxy has closed it. */
+  async closedByProxy(index: number, timeoutMs = 10_000): Promise<WsBackendRecord> {
+    return await waitFor(
+      `the proxy to close backend connection ${index}`,
+      () => this.conns[index]?.eof ? this.conns[index] : undefined,
+      { timeoutMs },
+    );
+  }
+
+  async close(): Promise<void> {
+    this.#listener.close();
+    for (const conn of this.#open) closeQuietly(conn);
+    await this.#loop;
+    await Promise.all(this.#tasks);
+  }
+
+  async #accept(script: WsScript): Promise<void> {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await this.#listener.accept();
+      } catch {
+        return;
+      }
+      this.#open.add(conn);
+      const record: WsBackendRecord = { frames: [], eof: false, error: undefined };
+      this.conns.push(record);
+      this.#tasks.push(
+        this.#run(conn, record, script).catch((error) => {
+          record.error ??= String(error);
+        }).finally(() => {
+          this.#open.delete(conn);
+          closeQuietly(conn);
+        }),
+      );
+    }
+  }
+
+  async #run(conn: Deno.Conn, record: WsBackendRecord, script: WsScript): Promise<void> {
+    const buf = new Uint8Array(256 * 1024);
+    const decoder = new FrameDecoder({ maxPayload: 256 * 1024 * 1024, expectMasked: true });
+    let pending = "";
+    let head = "";
+    while (!pending.includes("\r\n\r\n")) {
+      const n = await conn.read(buf).catch(() => null);
+      if (n === null) {
+        record.eof = true;
+        return;
+      }
+      pending += latin1(buf.subarray(0, n));
+    }
+    const end = pending.indexOf("\r\n\r\n") + 4;
+    head = pending.slice(0, end);
+    decoder.push(bytesOf(pending.slice(end)));
+    const write = async (data: string | Uint8Array) => {
+      const bytes = typeof data === "string" ? bytesOf(data) : data;
+      let offset = 0;
+      while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
+    };
+    const field = (name: string) => {
+      const lower = name.toLowerCase();
+      for (const line of head.split("\r\n").slice(1)) {
+        const colon = line.indexOf(":");
+        if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === lower) {
+          return line.slice(colon + 1).trim();
+        }
+      }
+      return undefined;
+    };
+    const readMore = async (timeoutMs: number): Promise<number | null> => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const read = conn.read(buf).catch(() => null);
+      const result = await Promise.race([
+        read,
+        new Promise<"timeout">((resolve) =>
+          timer = setTimeout(() => resolve("timeout"), timeoutMs)
+        ),
+      ]);
+      clearTimeout(timer);
+      if (result === "timeout") {
+        closeQuietly(conn);
+        await read;
+        throw new Error("Timed out reading from the proxy");
+      }
+      if (result === null) record.eof = true;
+      return result;
+    };
+    const nextFrame = async (timeoutMs = 10_000): Promise<WsFrame | null> => {
+      const deadline = performance.now() + timeoutMs;
+      for (;;) {
+        let frame: WsFrame | undefined;
+        try {
+          frame = decoder.next();
+        } catch (error) {
+          record.error = String(error);
+          throw error;
+        }
+        if (frame !== undefined) {
+          record.frames.push(frame);
+          return frame;
+        }
+        if (record.eof) return null;
+        const n = await readMore(Math.max(1, deadline - performance.now()));
+        if (n !== null) decoder.push(buf.subarray(0, n));
+      }
+    };
+    const conn$: WsBackendConn = {
+      head,
+      field,
+      async accept(options = {}) {
+        const key = field("sec-websocket-key") ?? "";
+        const lines = [
+          "HTTP/1.1 101 Switching Protocols",
+          "Upgrade: websocket",
+          "Connection: Upgrade",
+          `Sec-WebSocket-Accept: ${await acceptFor(key)}`,
+          ...(options.fields ?? []),
+        ];
+        const text = bytesOf(lines.join("\r\n") + "\r\n\r\n");
+        const after = options.after ?? new Uint8Array(0);
+        const both = new Uint8Array(text.length + after.length);
+        both.set(text);
+        both.set(after, text.length);
+        await write(both);
+      },
+      write,
+      nextFrame,
+      async countToEnd(timeoutMs = 30_000) {
+        const deadline = performance.now() + timeoutMs;
+        let total = 0;
+        for (;;) {
+          const n = await readMore(Math.max(1, deadline - performance.now()));
+          if (n === null) return total;
+          total += n;
+        }
+      },
+    };
+    await script(conn$);
+    // Whatever the script left: frames until the proxy closes (bounded by backend.close()).
+    while (!record.eof) {
+      if (await nextFrame(60_000) === null) return;
+    }
+  }
+}
+
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // Already closed.
+  }
+}
+
+/** A client WebSocket with a message queue. */
+export interface WsClient {
+  readonly ws: WebSocket;
+  readonly messages: (string | ArrayBuffer)[];
+  /** True once `open` fired. */
+  readonly opened: () => boolean;
+  /** Resolves with the close event (every client gets one). */
+  readonly closed: Promise<CloseEvent>;
+  /** Resolves once open; rejects if it closed first. */
+  waitOpen(timeoutMs?: number): Promise<void>;
+  /** The next message; rejects after `timeoutMs`. */
+  next(timeoutMs?: number): Promise<string | ArrayBuffer>;
+}
+
+export function connectClient(url: string, protocols?: string[]): WsClient {
+  const ws = new WebSocket(url, protocols);
+  ws.binaryType = "arraybuffer";
+  const messages: (string | ArrayBuffer)[] = [];
+  let open = false;
+  ws.onmessage = (event) => messages.push(event.data);
+  ws.onerror = () => {};
+  const openedPromise = new Promise<void>((resolve, reject) => {
+    ws.onopen = () => {
+      open = true;
+      resolve();
+    };
+    ws.addEventListener("close", () => reject(new Error("WebSocket closed before opening")));
+  });
+  openedPromise.catch(() => {});
+  const closed = new Promise<CloseEvent>((resolve) => ws.addEventListener("close", resolve));
+  let read = 0;
+  return {
+    ws,
+    messages,
+    opened: () => open,
+    closed,
+    waitOpen: (timeoutMs = 10_000) => within(timeoutMs, "the client to open", openedPromise),
+    async next(timeoutMs = 10_000) {
+      await waitFor("a message to the client", () => messages.length > read, { timeoutMs });
+      return messages[read++] as string | ArrayBuffer;
+    },
+  };
+}
+
+/** A proxy in front of a {@linkcode WsBackend}, counting relays. */
+export interface WsWorld {
+  readonly proxy: ProxyHarness;
+  readonly backend: WsBackend;
+  /** `+1`/`-1` as relays start and end. */
+  readonly deltas: number[];
+  readonly url: string;
+  /** Waits until every started relay has ended. */
+  relaysEnded(timeoutMs?: number): Promise<void>;
+}
+
+/** Runs `fn` with a proxy in front of a backend running `script`; closes both. */
+export async function withWsWorld(
+  script: WsScript,
+  fn: (world: WsWorld) => Promise<void>,
+  options: Partial<Omit<HarnessOptions, "routes">> = {},
+): Promise<void> {
+  const backend = new WsBackend(script);
+  const deltas: number[] = [];
+  const proxy = await startProxy({
+    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+    readTimeoutMs: 10_000,
+    webSocketIdleTimeoutMs: 60_000,
+    onWebSocket: (delta) => deltas.push(delta),
+    ...options,
+  });
+  const world: WsWorld = {
+    proxy,
+    backend,
+    deltas,
+    url: `ws://127.0.0.1:${proxy.port}/ws`,
+    async relaysEnded(timeoutMs = 10_000) {
+      await waitFor("every relay to end", () => {
+        const started = deltas.filter((d) => d === 1).length;
+        return started > 0 && deltas.length === 2 * started;
+      }, { timeoutMs });
+    },
+  };
+  try {
+    await fn(world);
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+}
