@@ -10,6 +10,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { createCidrMatcher } from "../proxy/cidr.ts";
 
 /** Everything Sluice is told at start. */
 export interface Config {
@@ -244,6 +245,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "proxyConnectTimeoutMs",
     kind: "duration",
     default: "5s",
+    min: 1,
     help: "Upstream connect timeout",
   },
   {
@@ -251,6 +253,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "proxyReadTimeoutMs",
     kind: "duration",
     default: "60s",
+    min: 1,
     help: "Upstream idle read timeout (never a cap on a whole stream)",
   },
   {
@@ -305,7 +308,10 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
     if (m !== null && booleans.has(m[1]!)) {
       const value = convert(FLAGS.find((f) => f.name === m[1])!, m[2]!);
       if (!value.ok) {
-        return { kind: "error", message: `Invalid value "${m[2]}" for --${m[1]}: ${value.error}` };
+        return {
+          kind: "error",
+          message: `Invalid value ${JSON.stringify(m[2])} for --${m[1]}: ${value.error}`,
+        };
       }
       normalised.push(value.value === true ? `--${m[1]}` : `--no-${m[1]}`);
     } else {
@@ -346,15 +352,22 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
       raw = env;
       origin = envName(flag.name);
     } else {
-      raw = flag.name === "workers" ? String(options.cpus) : flag.default;
+      raw = flag.name === "workers"
+        ? String(Math.max(1, Math.min(options.cpus, flag.max ?? options.cpus)))
+        : flag.default;
       origin = `default of --${flag.name}`;
     }
     const value = raw === undefined ? { ok: true as const, value: undefined } : convert(flag, raw);
     if (!value.ok) {
-      return { kind: "error", message: `Invalid value "${raw}" for ${origin}: ${value.error}` };
+      return {
+        kind: "error",
+        message: `Invalid value ${JSON.stringify(raw)} for ${origin}: ${value.error}`,
+      };
     }
     config[flag.key] = value.value;
   }
+  const problem = crossCheck(config as unknown as Config);
+  if (problem !== undefined) return { kind: "error", message: problem };
   if (
     config.manifests !== undefined && config.kubeconfig !== undefined
   ) {
@@ -399,9 +412,15 @@ function convert(flag: FlagSpec, raw: string): Converted {
     }
     case "duration": {
       const ms = parseDuration(raw);
-      return ms === undefined
-        ? { ok: false, error: "expected a duration such as 500ms, 5s, 2m or 1h" }
-        : { ok: true, value: ms };
+      if (ms === undefined) {
+        return { ok: false, error: "expected a duration such as 500ms, 5s, 2m or 1h" };
+      }
+      // A timer longer than 2^31 - 1 ms fires at once in Deno (and browsers).
+      if (ms > MAX_TIMER_MS) return { ok: false, error: "expected at most 596h" };
+      if (flag.min !== undefined && ms < flag.min) {
+        return { ok: false, error: `expected at least ${flag.min}ms` };
+      }
+      return { ok: true, value: ms };
     }
     case "bytes": {
       const bytes = parseBytes(raw);
@@ -423,6 +442,12 @@ function convert(flag: FlagSpec, raw: string): Converted {
       if (m[5] !== undefined && flag.name !== "default-backend-service") {
         return { ok: false, error: "expected namespace/name without a port" };
       }
+      if (m[1]!.length > 63 || m[3]!.length > 253) {
+        return { ok: false, error: "namespace or name too long" };
+      }
+      if (m[5] !== undefined && !isPort(m[5].slice(1))) {
+        return { ok: false, error: "expected a port from 1 to 65535 or a port name" };
+      }
       return { ok: true, value: raw.trim() };
     }
     case "enum":
@@ -433,6 +458,62 @@ function convert(flag: FlagSpec, raw: string): Converted {
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const DNS_LABEL = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN =
+  /^(?=.{1,253}$)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
+
+/** A port number from 1 to 65535, or a port name (IANA_SVC_NAME). */
+function isPort(text: string): boolean {
+  if (/^\d+$/.test(text)) return Number(text) >= 1 && Number(text) <= 65535;
+  return text.length <= 15 && /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/.test(text) &&
+    /[a-z]/.test(text) && !text.includes("--");
+}
+
+/**
+ * What no single flag can judge: two listeners on one port (with `reusePort`
+ * the kernel would share connections between them), ranges and Kubernetes
+ * names that would fail only long after start.
+ */
+function crossCheck(config: Config): string | undefined {
+  const ports: [string, number][] = [
+    ["--http-port", config.httpPort],
+    ["--https-port", config.httpsPort],
+    ["--health-port", config.healthPort],
+  ];
+  for (let i = 0; i < ports.length; i++) {
+    for (let j = i + 1; j < ports.length; j++) {
+      if (ports[i]![1] === ports[j]![1]) {
+        return `Cannot use port ${ports[i]![1]} for both ${ports[i]![0]} and ${ports[j]![0]}`;
+      }
+    }
+  }
+  try {
+    createCidrMatcher(config.trustedProxyCidrs);
+  } catch (error) {
+    return `Invalid value for --trusted-proxy-cidrs: ${
+      error instanceof Error ? error.message : String(error)
+    }`;
+  }
+  for (const namespace of config.watchNamespaces) {
+    if (!DNS_LABEL.test(namespace)) {
+      return `Invalid value ${
+        JSON.stringify(namespace)
+      } in --watch-namespace: not a namespace name (DNS-1123 label)`;
+    }
+  }
+  if (config.electionNamespace !== undefined && !DNS_LABEL.test(config.electionNamespace)) {
+    return `Invalid value ${
+      JSON.stringify(config.electionNamespace)
+    } for --election-namespace: not a namespace name (DNS-1123 label)`;
+  }
+  if (!DNS_SUBDOMAIN.test(config.electionId)) {
+    return `Invalid value ${
+      JSON.stringify(config.electionId)
+    } for --election-id: not a Lease name (DNS-1123 subdomain)`;
+  }
+  return undefined;
+}
 
 /** `500ms`, `5s`, `1.5m`, `2h`, or a bare number of seconds → milliseconds. */
 export function parseDuration(raw: string): number | undefined {

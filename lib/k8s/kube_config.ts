@@ -134,6 +134,16 @@ export async function resolveKubeConfig(
       `Cannot use cluster "${cluster.name}" of "${origin}": insecure-skip-tls-verify is not supported; give it a certificate-authority`,
     );
   }
+  const program = runsProgram(kc.getCurrentUser());
+  if (program !== undefined && Deno.permissions.querySync({ name: "run" }).state !== "granted") {
+    // Else client-node fails inside the plugin with Deno's "--allow-run" advice, which the
+    // shipped permissions (and the compiled binary) cannot follow.
+    throw new Error(
+      `Cannot use user "${kc.getCurrentUser()?.name}" of "${origin}": its credentials come ` +
+        `from ${program}, and Sluice is not permitted to run programs; give it a token, a ` +
+        "client certificate or a service account instead",
+    );
+  }
   // client-node gathers CA, client certificate and credentials (token files,
   // exec and auth-provider plugins) into Node-style request options.
   let options: RequestOptions;
@@ -198,6 +208,25 @@ export function credentialKind(user: User | null): ResolvedCredentials["kind"] {
   }
   if (provider.config?.tokenFile) return user.token || user.username ? "static" : "tokenFile";
   return "plugin";
+}
+
+/**
+ * The program a user's credentials would run (an exec plugin, or the `gcp`
+ * and `azure` auth-providers' commands), or undefined. OIDC needs no program.
+ */
+function runsProgram(user: User | null): string | undefined {
+  if (user === null) return undefined;
+  if (user.exec) return `the exec plugin "${user.exec.command}"`;
+  const provider = user.authProvider as
+    | { name?: unknown; config?: Record<string, unknown> | null }
+    | null
+    | undefined;
+  if (!provider) return undefined;
+  if (provider.name === "exec" || provider.config?.exec) return "an exec auth-provider";
+  if (provider.name === "gcp" || provider.name === "azure") {
+    return `the "${provider.name}" auth-provider`;
+  }
+  return undefined;
 }
 
 interface RequestOptions {
