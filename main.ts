@@ -6,13 +6,14 @@
  */
 // deno-lint-ignore-file no-console
 import { parseConfig } from "./lib/config/config.ts";
+import { availableCpus } from "./lib/config/cpu_limit.ts";
 import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { startSluice } from "./lib/app/sluice.ts";
 
 const parsed = parseConfig(Deno.args, {
   env: Deno.env.toObject(),
-  cpus: navigator.hardwareConcurrency,
+  cpus: availableCpus(),
 });
 if (parsed.kind === "help") {
   console.log(parsed.text);

@@ -176,7 +176,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "int",
     min: 1,
     max: 256,
-    help: "Data-plane workers (default: the number of CPUs)",
+    help: "Data-plane workers (default: the number of CPUs, lowered to a cgroup CPU limit)",
   },
   {
     name: "log-level",
