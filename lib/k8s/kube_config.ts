@@ -134,12 +134,17 @@ export async function resolveKubeConfig(
       `Cannot use cluster "${cluster.name}" of "${origin}": insecure-skip-tls-verify is not supported; give it a certificate-authority`,
     );
   }
-  const program = runsProgram(kc.getCurrentUser());
-  if (program !== undefined && Deno.permissions.querySync({ name: "run" }).state !== "granted") {
+  const user = kc.getCurrentUser();
+  const program = runsProgram(user);
+  const command = user?.exec?.command;
+  const runQuery: Deno.PermissionDescriptor = command === undefined
+    ? { name: "run" }
+    : { name: "run", command };
+  if (program !== undefined && Deno.permissions.querySync(runQuery).state !== "granted") {
     // Else client-node fails inside the plugin with Deno's "--allow-run" advice, which the
     // shipped permissions (and the compiled binary) cannot follow.
     throw new Error(
-      `Cannot use user "${kc.getCurrentUser()?.name}" of "${origin}": its credentials come ` +
+      `Cannot use user "${user?.name}" of "${origin}": its credentials come ` +
         `from ${program}, and Sluice is not permitted to run programs; give it a token, a ` +
         "client certificate or a service account instead",
     );
@@ -152,7 +157,6 @@ export async function resolveKubeConfig(
   } catch (error) {
     throw new Error(`Cannot use kubeconfig "${origin}": ${errorText(error)}`, { cause: error });
   }
-  const user = kc.getCurrentUser();
   const kind = credentialKind(user);
   let credentials: ResolvedCredentials;
   if (kind === "tokenFile") {

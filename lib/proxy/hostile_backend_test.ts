@@ -519,6 +519,8 @@ Deno.test({
     const answers: Record<string, string> = {
       "/chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
       "/list": "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
+      "/not-modified": 'HTTP/1.1 304 Not Modified\r\nETag: "a"\r\n\r\n',
+      "/no-content": "HTTP/1.1 204 No Content\r\n\r\n",
     };
     await withAnswers(answers, async ({ proxy }) => {
       const chunked = await request(proxy, "/chunked", { method: "HEAD" });
@@ -526,6 +528,9 @@ Deno.test({
       assertEquals(headerValue(chunked.headers, "content-length"), undefined);
       const list = await request(proxy, "/list", { method: "HEAD" });
       assertEquals(headerValue(list.headers, "content-length"), "5");
+      // A conditional HEAD answered without any length (a regression once: 502).
+      assertEquals((await request(proxy, "/not-modified", { method: "HEAD" })).status, 304);
+      assertEquals((await request(proxy, "/no-content", { method: "HEAD" })).status, 204);
     });
   },
 });

@@ -298,7 +298,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       log(431, { error: "bad-request" });
       return plain(431);
     }
-    const where = parseRequestTarget(url, hostHeader);
+    let where = parseRequestTarget(url, hostHeader);
     if (where === undefined) {
       log(400, { error: "bad-request" });
       return plain(400);
@@ -306,9 +306,10 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     if (
       (hostHeader === undefined || hostHeader === "") && where.authority === info.fallbackAuthority
     ) {
-      // No Host (RFC 9112 section 3.2 requires one): Deno made up "localhost:<its port>".
-      log(400, { error: "bad-request" });
-      return plain(400);
+      // No host named (HTTP/1.0 may omit Host: HAProxy's httpchk does), and Deno made up
+      // "localhost:<its port>": route host-less, and send the backend an empty Host (RFC 9112
+      // section 3.2), as nginx serves such a request from its default server.
+      where = { ...where, authority: "", hostname: "" };
     }
     parsed.authority = where.authority;
     if (method === "CONNECT") {
@@ -399,7 +400,11 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         if (declaredLength !== undefined && declaredLength <= BUFFER_BODY_BYTES) {
           body = await req.bytes();
           // An HTTP/2 stream reset mid-body ends it early instead of failing (Deno 2.9.6).
-          if (body.length !== declaredLength) throw new Error("body shorter than Content-Length");
+          if (body.length !== declaredLength) {
+            throw new Error(
+              `Cannot read request body: got ${body.length} of ${declaredLength} bytes (Content-Length)`,
+            );
+          }
         } else if (declaredLength !== undefined) {
           body = reqBody;
           streamLength = declaredLength;
@@ -428,7 +433,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       maxBodyBytes,
       signal,
       upgrade,
-      // HTTP/2 requests carry no Host field (HTTP/1.1 ones without it got 400 above).
+      // A heuristic for HTTP/2 (Deno does not say which protocol a request came over): h2
+      // requests usually carry no Host field, HTTP/1.1 ones must. An h2 client that also sends
+      // `host` gets no grace; an HTTP/1.x request without Host waits the 10 ms for nothing.
       ...(hostHeader === undefined ? { confirmBodyEndMs: H2_BODY_END_GRACE_MS } : {}),
     };
 

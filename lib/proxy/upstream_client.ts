@@ -90,6 +90,8 @@ const COALESCE_BYTES = 64 * 1024;
 const FULL_BODY_BYTES = 64 * 1024;
 const MAX_TRAILER_LINES = 128;
 const MAX_INTERIM_ANSWERS = 1_000;
+/** Statuses whose Response must have a null body in Deno (Fetch's "null body status"). */
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 /** One chunk read ahead of the client: reading and writing overlap, memory stays bounded. */
 const BODY_QUEUE = new CountQueuingStrategy({ highWaterMark: 1 });
 
@@ -303,7 +305,10 @@ async function exchange(
     // A HEAD answer tells the length a GET would have: Deno writes `content-length: 0` for a
     // null body and drops a listed one ("5, 5"), so pass the single parsed value, or an
     // empty stream (no length at all) when the backend gave none.
-    if (responseHead.framing !== "length") return answer(emptyBody());
+    if (responseHead.framing !== "length") {
+      // Deno refuses any body, even an empty stream, on these statuses (and sends no length).
+      return answer(NULL_BODY_STATUS.has(responseHead.status) ? null : emptyBody());
+    }
     normalizeContentLength(responseHead.headers, responseHead.contentLength);
     return answer(null);
   }

@@ -308,18 +308,17 @@ export class UpstreamConnection {
    * @throws {UpstreamError} `reset` when the connection closes first.
    */
   async readExactly(n: number): Promise<Uint8Array<ArrayBuffer>> {
-    const out = new Uint8Array(n);
+    // One byte of room past the body: a byte the backend sent after it is seen (see `readSome`).
+    const out = new Uint8Array(n + 1);
     const first = Math.min(n, this.#end - this.#start);
     out.set(this.#buf.subarray(this.#start, this.#start + first));
     this.#start += first;
     let filled = first;
-    // Direct reads stop one byte short; the last byte comes through the buffer, with
-    // whatever the backend sent after it (see `readSome`).
-    while (filled < n - 1 && this.#probe === undefined) {
+    while (filled < n && this.#probe === undefined) {
       this.#readSince = this.#clock.now || 1;
       let read: number | null;
       try {
-        read = await this.#conn.read(out.subarray(filled, n - 1));
+        read = await this.#conn.read(out.subarray(filled));
       } catch (error) {
         throw this.#ioError(error, "read");
       } finally {
@@ -334,7 +333,14 @@ export class UpstreamConnection {
       this.#bytesReadThisExchange += read;
       filled += read;
     }
+    if (filled > n) {
+      // The buffer is empty here: its bytes were taken first, above.
+      this.#buf[0] = out[n]!;
+      this.#start = 0;
+      this.#end = 1;
+    }
     while (filled < n) {
+      // Only with the idle probe still pending (a fresh exchange on a pooled connection).
       if (this.#end === this.#start && !(await this.#fill())) {
         throw new UpstreamError(
           "reset",
@@ -346,7 +352,7 @@ export class UpstreamConnection {
       this.#start += take;
       filled += take;
     }
-    return out;
+    return out.subarray(0, n);
   }
 
   /** Bytes read after the response head of an upgrade (the first tunnel bytes). */

@@ -90,16 +90,18 @@ export interface RelaySummary {
   readonly reason: "client" | "backend" | "idle" | "closed" | "error";
 }
 
-const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{21}[AQgw]==$/;
+/** Base64 characters only: Deno, nginx and most backends accept keys of any length. */
+const WEBSOCKET_KEY = /^[A-Za-z0-9+/]+=*$/;
 
 /**
  * Checks a client's WebSocket opening handshake (RFC 6455 section 4.2.1)
  * before the upgrade goes to a backend: Deno.upgradeWebSocket refuses a
  * missing key only once the backend has already accepted.
  *
- * @returns undefined when acceptable; else the status to answer: 400 (no or a
- *   malformed `Sec-WebSocket-Key`, which must be 16 bytes in base64), 426 (a
- *   `Sec-WebSocket-Version` other than 13, the only one Deno speaks).
+ * @returns undefined when acceptable; else the status to answer: 400 (no
+ *   `Sec-WebSocket-Key`, two of them, or one that is not base64; its length is
+ *   not checked, as Deno and nginx do not), 426 (a `Sec-WebSocket-Version`
+ *   other than 13).
  */
 export function webSocketHandshakeProblem(
   headers: readonly (readonly [string, string])[],
@@ -156,7 +158,7 @@ export function relayWebSocket(
   // RFC 6455 section 4.1: the client side fails a handshake whose 101 does not prove the
   // backend read this key, or does not upgrade to "websocket". Deno would answer the client
   // with an accept of its own, so the check has to be here.
-  if (!upgradeToWebSocket) throw new TypeError("Cannot accept 101: no Upgrade: websocket");
+  if (!upgradeToWebSocket) throw new TypeError('Cannot accept 101: no Upgrade "websocket"');
   if (accept !== expectedAccept(req.headers.get("sec-websocket-key") ?? "")) {
     throw new TypeError("Cannot accept 101: Sec-WebSocket-Accept does not match the key sent");
   }

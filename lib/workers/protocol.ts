@@ -51,6 +51,8 @@ export type ToWorker<D> =
   | SnapshotMessage<D>
   /** Asks for the worker's statistics (its metrics); answered by `collected` with the same id. */
   | { readonly type: "collect"; readonly id: number }
+  /** The pool's heartbeat; answered by `pong` at once. */
+  | { readonly type: "ping" }
   | { readonly type: "shutdown"; readonly timeoutMs: number };
 
 /** Messages a worker sends. */
@@ -75,6 +77,7 @@ export type FromWorker =
     readonly openConnections: number;
   }
   | { readonly type: "failed"; readonly worker: number; readonly message: string }
+  | { readonly type: "pong"; readonly worker: number }
   | {
     readonly type: "collected";
     readonly worker: number;
@@ -89,9 +92,10 @@ const FROM_WORKER_TYPES = new Set([
   "rejected",
   "stopped",
   "failed",
+  "pong",
   "collected",
 ]);
-const TO_WORKER_TYPES = new Set(["start", "snapshot", "collect", "shutdown"]);
+const TO_WORKER_TYPES = new Set(["start", "snapshot", "collect", "ping", "shutdown"]);
 
 /** Whether `value` looks like a {@linkcode FromWorker} message (checked on the type tag). */
 export function isFromWorker(value: unknown): value is FromWorker {

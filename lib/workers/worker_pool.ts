@@ -30,9 +30,10 @@ export interface WorkerPoolOptions<D> {
   /** Default: the `workers` component logger. */
   readonly logger?: Logger;
   /**
-   * Every this many ms each worker is asked to answer; one silent for three
-   * rounds (hung, or gone without an error event) is terminated and counted
-   * lost. Default 5,000; 0 turns the check off.
+   * Every this many ms each worker is pinged; one that has answered nothing
+   * to three pings in a row (hung, or gone without an error event) is
+   * terminated and counted lost. Counting pings, not time, keeps a stalled
+   * main thread from losing healthy workers. Default 5,000; 0 turns it off.
    */
   readonly heartbeatMs?: number;
 }
@@ -63,8 +64,8 @@ interface Member {
   readonly worker: Worker;
   alive: boolean;
   stopped: PromiseWithResolvers<PoolShutdownResult>;
-  /** `performance.now()` of its last message. */
-  lastHeard: number;
+  /** Pings sent since its last message. */
+  unanswered: number;
 }
 
 /** Starts `count` serving workers and resolves once all of them listen. */
@@ -141,16 +142,16 @@ export class WorkerPool<D> {
     }
   }
 
-  /** Loses workers silent for three rounds, and asks the others to answer (a `collect` of id 0). */
+  /** Loses workers that answered none of the last three pings, and pings the others. */
   #beat(heartbeatMs: number): void {
-    const now = performance.now();
     for (const member of this.#members) {
       if (!member.alive) continue;
-      if (now - member.lastHeard > 3 * heartbeatMs) {
-        this.#lose(member, `no answer for ${Math.round(now - member.lastHeard)} ms`);
+      if (member.unanswered >= 3) {
+        this.#lose(member, `no answer to 3 pings, ${heartbeatMs} ms apart`);
         continue;
       }
-      member.worker.postMessage({ type: "collect", id: 0 } satisfies ToWorker<D>);
+      member.unanswered++;
+      member.worker.postMessage({ type: "ping" } satisfies ToWorker<D>);
     }
   }
 
@@ -244,7 +245,7 @@ export class WorkerPool<D> {
       worker,
       alive: true,
       stopped: Promise.withResolvers(),
-      lastHeard: performance.now(),
+      unanswered: 0,
     };
     this.#members.push(member);
     const listening = Promise.withResolvers<FromWorker & { type: "listening" }>();
@@ -275,7 +276,7 @@ export class WorkerPool<D> {
 
   #receive(member: Member, message: unknown): void {
     if (!isFromWorker(message)) return;
-    member.lastHeard = performance.now();
+    member.unanswered = 0;
     switch (message.type) {
       case "listening":
         this.#listening.get(member.id)?.resolve(message);

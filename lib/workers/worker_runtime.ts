@@ -178,6 +178,10 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   scope.onmessage = (event) => {
     const message: unknown = event.data;
     if (!isToWorker<D>(message)) return;
+    if (message.type === "ping") {
+      scope.postMessage({ type: "pong", worker });
+      return;
+    }
     if (message.type === "collect") {
       // Not queued behind snapshot installs: statistics are read, never change state.
       void (async () => {
