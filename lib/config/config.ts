@@ -325,9 +325,13 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
       options: {
         help: { type: "boolean", short: "h" },
         ...Object.fromEntries(
-          FLAGS.map((
-            f,
-          ) => [f.name, { type: f.kind === "boolean" ? "boolean" : "string" } as const]),
+          FLAGS.map((f) => [
+            f.name,
+            // A list flag may be repeated; its values add up (as Go's StringSlice flags do).
+            f.kind === "list"
+              ? { type: "string", multiple: true } as const
+              : { type: f.kind === "boolean" ? "boolean" : "string" } as const,
+          ]),
         ),
       },
       strict: true,
@@ -341,7 +345,10 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
 
   const config: Record<string, unknown> = {};
   for (const flag of FLAGS) {
-    const fromArgs = (parsed.values as Record<string, string | boolean | undefined>)[flag.name];
+    const given = (parsed.values as Record<string, string | boolean | string[] | undefined>)[
+      flag.name
+    ];
+    const fromArgs = Array.isArray(given) ? given.join(",") : given;
     const env = options.env[envName(flag.name)];
     let raw: string | undefined;
     let origin: string;

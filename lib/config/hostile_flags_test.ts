@@ -341,16 +341,16 @@ Deno.test({
   },
 });
 
-// Left open: node:util parseArgs keeps the last of a repeated flag ("--watch-namespace=a
-// --watch-namespace=b" watches only "b"); tests/support/sluice_process.ts relies on last-wins.
-Deno.test({
-  name: "a flag given twice is refused, naming it, rather than the first silently dropped",
-  ignore: true,
-  fn() {
-    assertRefused(["--watch-namespace=a", "--watch-namespace=b"], "watch-namespace");
-    assertRefused(["--http-port=9000", "--http-port=9001"], "http-port");
-    assertRefused(["--hsts", "--no-hsts"], "hsts");
-  },
+// Was a bug: node:util parseArgs kept the last of a repeated flag, so "--watch-namespace=a
+// --watch-namespace=b" watched only "b". List flags now add up; other flags keep the last value,
+// as most command lines do (tests/support/sluice_process.ts relies on that for ports).
+Deno.test("a repeated list flag adds up its values; another repeated flag keeps the last", () => {
+  assertEquals(config(["--watch-namespace=a", "--watch-namespace=b,c"]).watchNamespaces, [
+    "a",
+    "b",
+    "c",
+  ]);
+  assertEquals(config(["--http-port=9000", "--http-port=9001"]).httpPort, 9001);
 });
 
 // Was a bug: the raw value was quoted as-is, so a value holding a newline made a two-line error.
