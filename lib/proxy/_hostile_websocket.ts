@@ -10,7 +10,12 @@
 
 import { startProxy } from "../../tests/support/proxy_harness.ts";
 import type { HarnessOptions, ProxyHarness } from "../../tests/support/proxy_harness.ts";
-import { latin1 } from "../../tests/support/raw_http.ts";
+import { concatBytes, latin1Bytes } from "../../tests/support/raw_http.ts";
+import {
+  type ScriptedBackend,
+  type ScriptedConn,
+  startScriptedBackend,
+} from "../../tests/support/scripted_backend.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import { decodeClosePayload, FrameDecoder, OP_CLOSE, type WsFrame } from "./ws_frame.ts";
 
@@ -20,13 +25,6 @@ const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 export async function acceptFor(key: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(key + GUID));
   return btoa(String.fromCharCode(...new Uint8Array(digest)));
-}
-
-/** Bytes of `text`, one per char (latin1). */
-export function bytesOf(text: string): Uint8Array {
-  const out = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i) & 0xff;
-  return out;
 }
 
 /** The close code of a close frame, 1005 for an empty one, undefined for others. */
@@ -73,15 +71,17 @@ export type WsScript = (conn: WsBackendConn) => Promise<void>;
 export class WsBackend {
   readonly port: number;
   readonly conns: WsBackendRecord[] = [];
-  #listener: Deno.Listener;
-  #open = new Set<Deno.Conn>();
-  #tasks: Promise<void>[] = [];
-  #loop: Promise<void>;
+  #backend: ScriptedBackend;
 
   constructor(script: WsScript) {
-    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    this.port = (this.#listener.addr as Deno.NetAddr).port;
-    this.#loop = this.#accept(script);
+    this.#backend = startScriptedBackend((conn) => {
+      const record: WsBackendRecord = { frames: [], eof: false, error: undefined };
+      this.conns.push(record);
+      return this.#run(conn, record, script).catch((error) => {
+        record.error ??= String(error);
+      });
+    });
+    this.port = this.#backend.port;
   }
 
   /** Waits until connection `index` exists and the proxy has closed it. */
@@ -94,55 +94,19 @@ export class WsBackend {
   }
 
   async close(): Promise<void> {
-    this.#listener.close();
-    for (const conn of this.#open) closeQuietly(conn);
-    await this.#loop;
-    await Promise.all(this.#tasks);
+    await this.#backend.close();
   }
 
-  async #accept(script: WsScript): Promise<void> {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await this.#listener.accept();
-      } catch {
-        return;
-      }
-      this.#open.add(conn);
-      const record: WsBackendRecord = { frames: [], eof: false, error: undefined };
-      this.conns.push(record);
-      this.#tasks.push(
-        this.#run(conn, record, script).catch((error) => {
-          record.error ??= String(error);
-        }).finally(() => {
-          this.#open.delete(conn);
-          closeQuietly(conn);
-        }),
-      );
-    }
-  }
-
-  async #run(conn: Deno.Conn, record: WsBackendRecord, script: WsScript): Promise<void> {
-    const buf = new Uint8Array(256 * 1024);
+  async #run(conn: ScriptedConn, record: WsBackendRecord, script: WsScript): Promise<void> {
     const decoder = new FrameDecoder({ maxPayload: 256 * 1024 * 1024, expectMasked: true });
-    let pending = "";
-    let head = "";
-    while (!pending.includes("\r\n\r\n")) {
-      const n = await conn.read(buf).catch(() => null);
-      if (n === null) {
-        record.eof = true;
-        return;
-      }
-      pending += latin1(buf.subarray(0, n));
+    const upgrade = await conn.readHead();
+    if (upgrade === null) {
+      record.eof = true;
+      return;
     }
-    const end = pending.indexOf("\r\n\r\n") + 4;
-    head = pending.slice(0, end);
-    decoder.push(bytesOf(pending.slice(end)));
-    const write = async (data: string | Uint8Array) => {
-      const bytes = typeof data === "string" ? bytesOf(data) : data;
-      let offset = 0;
-      while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
-    };
+    const head = upgrade;
+    decoder.push(conn.takeBuffered());
+    const write = (data: string | Uint8Array) => conn.write(data);
     const field = (name: string) => {
       const lower = name.toLowerCase();
       for (const line of head.split("\r\n").slice(1)) {
@@ -153,9 +117,9 @@ export class WsBackend {
       }
       return undefined;
     };
-    const readMore = async (timeoutMs: number): Promise<number | null> => {
+    const readMore = async (timeoutMs: number): Promise<Uint8Array | null> => {
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const read = conn.read(buf).catch(() => null);
+      const read = conn.readSome();
       const result = await Promise.race([
         read,
         new Promise<"timeout">((resolve) =>
@@ -164,7 +128,7 @@ export class WsBackend {
       ]);
       clearTimeout(timer);
       if (result === "timeout") {
-        closeQuietly(conn);
+        conn.close();
         await read;
         throw new Error("Timed out reading from the proxy");
       }
@@ -186,8 +150,8 @@ export class WsBackend {
           return frame;
         }
         if (record.eof) return null;
-        const n = await readMore(Math.max(1, deadline - performance.now()));
-        if (n !== null) decoder.push(buf.subarray(0, n));
+        const bytes = await readMore(Math.max(1, deadline - performance.now()));
+        if (bytes !== null) decoder.push(bytes);
       }
     };
     const conn$: WsBackendConn = {
@@ -202,12 +166,8 @@ export class WsBackend {
           `Sec-WebSocket-Accept: ${await acceptFor(key)}`,
           ...(options.fields ?? []),
         ];
-        const text = bytesOf(lines.join("\r\n") + "\r\n\r\n");
-        const after = options.after ?? new Uint8Array(0);
-        const both = new Uint8Array(text.length + after.length);
-        both.set(text);
-        both.set(after, text.length);
-        await write(both);
+        const text = latin1Bytes(lines.join("\r\n") + "\r\n\r\n");
+        await write(concatBytes([text, options.after ?? new Uint8Array(0)]));
       },
       write,
       nextFrame,
@@ -215,9 +175,9 @@ export class WsBackend {
         const deadline = performance.now() + timeoutMs;
         let total = 0;
         for (;;) {
-          const n = await readMore(Math.max(1, deadline - performance.now()));
-          if (n === null) return total;
-          total += n;
+          const bytes = await readMore(Math.max(1, deadline - performance.now()));
+          if (bytes === null) return total;
+          total += bytes.length;
         }
       },
     };
@@ -226,14 +186,6 @@ export class WsBackend {
     while (!record.eof) {
       if (await nextFrame(60_000) === null) return;
     }
-  }
-}
-
-function closeQuietly(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // Already closed.
   }
 }
 

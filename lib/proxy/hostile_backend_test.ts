@@ -14,7 +14,6 @@ import {
   startProxy,
 } from "../../tests/support/proxy_harness.ts";
 import {
-  closeQuietly,
   headerValue,
   latin1,
   latin1Bytes,
@@ -24,110 +23,22 @@ import {
   rawRequest,
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
+import {
+  type ScriptedBackend,
+  type ScriptedConn,
+  startScriptedBackend,
+} from "../../tests/support/scripted_backend.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
 
 const HOST = "shop.example.com";
 
-/** One accepted backend connection, as a test script sees it. */
-interface BackendConn {
-  /** 0 for the first connection the backend accepted. */
-  readonly index: number;
-  /** The next request head (through CRLF CRLF), or null once the proxy closed. */
-  nextHead(): Promise<string | null>;
-  /** Writes text (one byte per char) or bytes. */
-  write(data: string | Uint8Array): Promise<void>;
-  close(): void;
-}
-
-type Script = (conn: BackendConn) => Promise<void>;
-
-/** A raw TCP backend running `script` on every accepted connection. */
-class HostileBackend {
-  readonly port: number;
-  /** Request lines seen, per connection index. */
-  readonly requests: string[][] = [];
-  #listener: Deno.Listener;
-  #conns = new Set<Deno.Conn>();
-  #tasks: Promise<void>[] = [];
-  #loop: Promise<void>;
-
-  private constructor(script: Script) {
-    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    this.port = (this.#listener.addr as Deno.NetAddr).port;
-    this.#loop = this.#accept(script);
-  }
-
-  static start(script: Script): HostileBackend {
-    return new HostileBackend(script);
-  }
-
-  get accepted(): number {
-    return this.requests.length;
-  }
-
-  async close(): Promise<void> {
-    this.#listener.close();
-    for (const conn of this.#conns) closeQuietly(conn);
-    await this.#loop;
-    await Promise.all(this.#tasks);
-  }
-
-  async #accept(script: Script): Promise<void> {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await this.#listener.accept();
-      } catch {
-        return;
-      }
-      this.#conns.add(conn);
-      const seen: string[] = [];
-      this.requests.push(seen);
-      const io = this.#wrap(conn, this.requests.length - 1, seen);
-      this.#tasks.push(
-        script(io).catch(() => {}).finally(() => {
-          this.#conns.delete(conn);
-          closeQuietly(conn);
-        }),
-      );
-    }
-  }
-
-  #wrap(conn: Deno.Conn, index: number, seen: string[]): BackendConn {
-    let pending = "";
-    const buf = new Uint8Array(64 * 1024);
-    const nextHead = async (): Promise<string | null> => {
-      for (;;) {
-        const end = pending.indexOf("\r\n\r\n");
-        if (end !== -1) {
-          const head = pending.slice(0, end + 4);
-          pending = pending.slice(end + 4);
-          seen.push(head.slice(0, head.indexOf("\r\n")));
-          return head;
-        }
-        const n = await conn.read(buf).catch(() => null);
-        if (n === null) return null;
-        pending += latin1(buf.subarray(0, n));
-      }
-    };
-    return {
-      index,
-      nextHead,
-      async write(data) {
-        const bytes = typeof data === "string" ? latin1Bytes(data) : data;
-        let offset = 0;
-        while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
-      },
-      close: () => closeQuietly(conn),
-    };
-  }
-}
+type Script = (conn: ScriptedConn) => Promise<void>;
 
 /** Runs `fn` with a proxy in front of `backend` (every host routes to it). */
 async function withProxy(
-  backend: HostileBackend,
+  backend: ScriptedBackend,
   fn: (proxy: ProxyHarness) => Promise<void>,
   options: Partial<Omit<HarnessOptions, "routes">> = {},
 ): Promise<void> {
@@ -169,7 +80,7 @@ function ok(body: string, extra = ""): string {
 }
 
 /** A raw answer, or a function that writes one (and may close the connection). */
-type Answer = string | ((conn: BackendConn) => Promise<void>);
+type Answer = string | ((conn: ScriptedConn) => Promise<void>);
 
 /**
  * A backend script: `/fresh` gets `ok("fresh")`, any other target gets
@@ -184,7 +95,7 @@ function serve(answers: Record<string, Answer>, closed: Map<string, string[]>): 
     const after = new Map<string, string[]>();
     try {
       for (;;) {
-        const head = await conn.nextHead();
+        const head = await conn.readHead();
         if (head === null) return;
         const line = head.slice(0, head.indexOf("\r\n"));
         for (const later of after.values()) later.push(line);
@@ -216,7 +127,7 @@ async function assertClosedUnused(closed: Map<string, string[]>, target: string)
 /** What {@linkcode withAnswers} hands a test. */
 interface Served {
   readonly proxy: ProxyHarness;
-  readonly backend: HostileBackend;
+  readonly backend: ScriptedBackend;
   /** Filled by {@linkcode serve} as the proxy closes connections. */
   readonly closed: Map<string, string[]>;
 }
@@ -228,7 +139,7 @@ function withAnswers(
   options: Partial<Omit<HarnessOptions, "routes">> = {},
 ): Promise<void> {
   const closed = new Map<string, string[]>();
-  const backend = HostileBackend.start(serve(answers, closed));
+  const backend = startScriptedBackend(serve(answers, closed));
   return withProxy(backend, (proxy) => fn({ proxy, backend, closed }), options);
 }
 
@@ -335,9 +246,9 @@ Deno.test({
   fn: async () => {
     // The streamed body is read with exact-size reads, so the appended response stays in the
     // kernel; the connection is parked with its probe read pending, and taken again at once.
-    const backend = HostileBackend.start(async (conn) => {
+    const backend = startScriptedBackend(async (conn) => {
       for (;;) {
-        const head = await conn.nextHead();
+        const head = await conn.readHead();
         if (head === null) return;
         await conn.write(head.startsWith("GET /big ") ? ok(HUGE) + ok("evil") : ok("fresh"));
       }
@@ -606,7 +517,7 @@ Deno.test("a chunked body with extensions, odd sizes and trailers is relayed who
     assertEquals(headerValue(response.headers, "trailer"), undefined);
     // A well-framed exchange: the connection is reused.
     assertEquals(latin1((await request(proxy, "/fresh")).body), "fresh");
-    assertEquals(backend.accepted, 1);
+    assertEquals(backend.connections.length, 1);
   });
 });
 
@@ -725,7 +636,7 @@ Deno.test("bodies framed around the read-buffer and direct-read sizes are relaye
       assert(latin1(response.body) === pattern(n, n), `the ${n}-byte body differs`);
     }
     // All well framed: one connection carried everything.
-    assertEquals(backend.accepted, 1);
+    assertEquals(backend.connections.length, 1);
   });
 });
 
@@ -746,7 +657,7 @@ Deno.test("answers arriving a byte per segment are parsed the same as whole ones
       const response = await request(proxy, target as string);
       assertEquals([response.status, latin1(response.body)], [200, body], target);
     }
-    assertEquals(backend.accepted, 1);
+    assertEquals(backend.connections.length, 1);
   });
 });
 

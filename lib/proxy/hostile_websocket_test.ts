@@ -9,10 +9,9 @@
  * @module
  */
 import { assert, assertBetween, assertEquals } from "../../tests/support/assert.ts";
-import { RawConnection } from "../../tests/support/raw_http.ts";
+import { concatBytes, latin1Bytes, RawConnection } from "../../tests/support/raw_http.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
-  bytesOf,
   closeCodeOf,
   connectClient,
   withWsWorld,
@@ -35,15 +34,7 @@ const text = (s: string) => new TextEncoder().encode(s);
 /** A frame as a server sends it (unmasked). */
 const frame = (opcode: number, payload: Uint8Array | string, fin = true) =>
   encodeFrame(opcode, typeof payload === "string" ? text(payload) : payload, { mask: false, fin });
-const join = (...parts: Uint8Array[]) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-};
+const join = (...parts: Uint8Array[]) => concatBytes(parts);
 /** The case name a client put in its target (`/ws?case=NAME`). */
 const caseOf = (conn: WsBackendConn) =>
   decodeURIComponent(/[?&]case=([^ &]*)/.exec(conn.head)?.[1] ?? "");
@@ -336,7 +327,7 @@ Deno.test("bytes a backend sends after its close frame never reach the client", 
     await conn.write(join(
       frame(OP_CLOSE, encodeClosePayload(1000, "done")),
       frame(OP_TEXT, "late"),
-      bytesOf("HTTP/1.1 200 OK\r\n\r\ngarbage"),
+      latin1Bytes("HTTP/1.1 200 OK\r\n\r\ngarbage"),
     ));
   }, async ({ url, backend, relaysEnded }) => {
     const client = connectClient(url);

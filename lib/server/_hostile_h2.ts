@@ -12,9 +12,8 @@
  *   Huffman read as `"(huffman)"`.
  * - {@linkcode startH2World}: the real proxy handler behind the real HTTPS
  *   listener (TLS relayed to the inner `Deno.serve`) and the real HTTP
- *   listener, routing hosts to backends the test supplies.
- * - {@linkcode startScriptedBackend}: a raw TCP backend whose connections a
- *   test scripts, counting connections and bytes.
+ *   listener, routing hosts to backends the test supplies (scripted ones come
+ *   from `tests/support/scripted_backend.ts`).
  *
  * Not part of Sluice.
  *
@@ -24,7 +23,7 @@
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../workers/stub_snapshot.ts";
 import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
-import { concatBytes, latin1 } from "../../tests/support/raw_http.ts";
+import { concatBytes } from "../../tests/support/raw_http.ts";
 import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import {
   type AccessLogEntry,
@@ -586,193 +585,6 @@ class HpackDecoder {
     }
     return fields;
   }
-}
-
-// ---------------------------------------------------------------------------
-// A scripted raw backend
-// ---------------------------------------------------------------------------
-
-/** One accepted backend connection, with buffered reads. */
-export class BackendConn {
-  readonly index: number;
-  readonly conn: Deno.Conn;
-  #buf = new Uint8Array(0);
-  #eof = false;
-  /** Bytes written to this connection so far (by `write`). */
-  written = 0;
-  /** Bytes read from this connection so far. */
-  read = 0;
-  closed = false;
-
-  constructor(conn: Deno.Conn, index: number) {
-    this.conn = conn;
-    this.index = index;
-  }
-
-  /** Reads the request head (through CRLF CRLF); null on EOF first. */
-  async readHead(): Promise<string | null> {
-    while (true) {
-      const text = latin1(this.#buf);
-      const end = text.indexOf("\r\n\r\n");
-      if (end !== -1) {
-        this.#buf = this.#buf.slice(end + 4);
-        return text.slice(0, end);
-      }
-      if (!(await this.#fill())) return null;
-    }
-  }
-
-  /** Reads everything until EOF (or `max` bytes); returns the bytes. */
-  async readAll(max = 1 << 20): Promise<Uint8Array> {
-    while (!this.#eof && this.#buf.length < max) if (!(await this.#fill())) break;
-    const out = this.#buf;
-    this.#buf = new Uint8Array(0);
-    return out;
-  }
-
-  /** Reads exactly n bytes of body; returns fewer at EOF. */
-  async readBody(n: number): Promise<Uint8Array> {
-    while (this.#buf.length < n) if (!(await this.#fill())) break;
-    const out = this.#buf.slice(0, Math.min(n, this.#buf.length));
-    this.#buf = this.#buf.slice(out.length);
-    return out;
-  }
-
-  /**
-   * Reads a chunked body, calling `onChunk` for each chunk's data; true when
-   * the last chunk (and trailer section) arrived, false when the connection
-   * ended first.
-   */
-  async readChunked(onChunk: (data: Uint8Array) => void): Promise<boolean> {
-    while (true) {
-      const line = await this.#line();
-      if (line === null) return false;
-      const size = parseInt(line.split(";")[0]!, 16);
-      if (!(size >= 0)) return false;
-      if (size === 0) {
-        while (true) {
-          const trailer = await this.#line();
-          if (trailer === null) return false;
-          if (trailer === "") return true;
-        }
-      }
-      let left = size;
-      while (left > 0) {
-        if (this.#buf.length === 0 && !(await this.#fill())) return false;
-        const take = Math.min(left, this.#buf.length);
-        onChunk(this.#buf.subarray(0, take));
-        this.#buf = this.#buf.slice(take);
-        left -= take;
-      }
-      if ((await this.#line()) !== "") return false;
-    }
-  }
-
-  /** Streams a Content-Length body to `onChunk`; returns the bytes that arrived before EOF. */
-  async readLength(n: number, onChunk: (data: Uint8Array) => void): Promise<number> {
-    let got = 0;
-    while (got < n) {
-      if (this.#buf.length === 0 && !(await this.#fill())) break;
-      const take = Math.min(n - got, this.#buf.length);
-      onChunk(this.#buf.subarray(0, take));
-      this.#buf = this.#buf.slice(take);
-      got += take;
-    }
-    return got;
-  }
-
-  async write(data: string | Uint8Array): Promise<void> {
-    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-    let at = 0;
-    while (at < bytes.length) {
-      const n = await this.conn.write(bytes.subarray(at));
-      at += n;
-      this.written += n;
-    }
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    try {
-      this.conn.close();
-    } catch {
-      // Already closed.
-    }
-  }
-
-  async #line(): Promise<string | null> {
-    while (true) {
-      const lf = this.#buf.indexOf(10);
-      if (lf !== -1) {
-        const line = latin1(this.#buf.subarray(0, lf));
-        this.#buf = this.#buf.slice(lf + 1);
-        return line.endsWith("\r") ? line.slice(0, -1) : line;
-      }
-      if (!(await this.#fill())) return null;
-    }
-  }
-
-  async #fill(): Promise<boolean> {
-    if (this.#eof) return false;
-    const chunk = new Uint8Array(256 * 1024);
-    const n = await this.conn.read(chunk).catch(() => null);
-    if (n === null) {
-      this.#eof = true;
-      return false;
-    }
-    this.read += n;
-    this.#buf = this.#buf.length === 0
-      ? chunk.slice(0, n)
-      : concatBytes([this.#buf, chunk.subarray(0, n)]);
-    return true;
-  }
-}
-
-/** A backend whose every connection is handed to `serve`. */
-export interface ScriptedBackend {
-  readonly port: number;
-  readonly connections: BackendConn[];
-  /** Connections whose `serve` has not returned yet. */
-  readonly open: number;
-  close(): Promise<void>;
-}
-
-/** Starts a raw backend; each connection runs `serve` and is closed when it returns. */
-export function startScriptedBackend(
-  serve: (conn: BackendConn) => Promise<void>,
-): ScriptedBackend {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const connections: BackendConn[] = [];
-  const running = new Set<Promise<void>>();
-  let open = 0;
-  const accepting = (async () => {
-    for await (const raw of listener) {
-      raw.setNoDelay(true);
-      const conn = new BackendConn(raw, connections.length);
-      connections.push(conn);
-      open++;
-      const task = serve(conn).catch(() => {}).finally(() => {
-        open--;
-        conn.close();
-        running.delete(task);
-      });
-      running.add(task);
-    }
-  })().catch(() => {});
-  return {
-    port: (listener.addr as Deno.NetAddr).port,
-    connections,
-    get open() {
-      return open;
-    },
-    async close() {
-      listener.close();
-      await accepting;
-      for (const conn of connections) conn.close();
-      await Promise.all([...running]);
-    },
-  };
 }
 
 // ---------------------------------------------------------------------------

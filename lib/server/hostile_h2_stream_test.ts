@@ -19,13 +19,15 @@ import { closeQuietly, latin1 } from "../../tests/support/raw_http.ts";
 import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
-  type BackendConn,
+  type ScriptedBackend,
+  type ScriptedConn,
+  startScriptedBackend,
+} from "../../tests/support/scripted_backend.ts";
+import {
   type H2Stream,
   type H2World,
   RawH2,
-  type ScriptedBackend,
   startH2World,
-  startScriptedBackend,
   statusOf,
   textOf,
 } from "./_hostile_h2.ts";
@@ -290,7 +292,7 @@ Deno.test("h2: request trailers are dropped and the body reaches the backend who
 /** A backend that reads each request's body whole and answers its length; records whether it completed. */
 function uploadSink(): ScriptedBackend & { readonly log: UploadRecord[] } {
   const log: UploadRecord[] = [];
-  const backend = startScriptedBackend(async (conn: BackendConn) => {
+  const backend = startScriptedBackend(async (conn: ScriptedConn) => {
     while (true) {
       const head = await conn.readHead();
       if (head === null) return;
@@ -319,7 +321,7 @@ function uploadSink(): ScriptedBackend & { readonly log: UploadRecord[] } {
       const answer = String(bytes);
       await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${answer.length}\r\n\r\n${answer}`);
     }
-  });
+  }, { noDelay: true });
   return Object.assign(backend, { log });
 }
 
@@ -451,9 +453,12 @@ Deno.test("h2: many streams on one connection are served concurrently: a fast on
       if (head === null) return;
       const target = head.split(" ")[1]!;
       if (target.startsWith("/slow")) await gate.promise;
-      await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${target.length}\r\n\r\n${target}`);
+      // UTF-8, as this backend always wrote text (the others here write ASCII only).
+      await conn.write(
+        enc.encode(`HTTP/1.1 200 OK\r\nContent-Length: ${target.length}\r\n\r\n${target}`),
+      );
     }
-  });
+  }, { noDelay: true });
   try {
     await withWorld([route("a.test", backend.port, "t/slow")], async (world) => {
       const h2 = await open(world);
@@ -497,7 +502,7 @@ function bigBackend(): ScriptedBackend & { readonly log: [string, number][] } {
       await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
       for (let sent = 0; sent < size; sent += block.length) await conn.write(block);
     }
-  });
+  }, { noDelay: true });
   return Object.assign(backend, { log });
 }
 
@@ -682,7 +687,7 @@ Deno.test("http/1.1: SSE events reach the client one by one, the first before th
     await next.promise;
     await conn.write(event(1));
     await conn.write("0\r\n\r\n");
-  });
+  }, { noDelay: true });
   try {
     await withWorld([route(undefined, backend.port, "t/sse")], async (world) => {
       const conn = await connectHttp(world);
@@ -721,7 +726,7 @@ Deno.test("http/1.1: a client that stops reading a 200 MB download pauses the ba
     if ((await conn.readHead()) === null) return;
     await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
     for (let sent = 0; sent < size; sent += block.length) await conn.write(block);
-  });
+  }, { noDelay: true });
   try {
     await withWorld([route(undefined, backend.port, "t/big")], async (world) => {
       const conn = await connectHttp(world);

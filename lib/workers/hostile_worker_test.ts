@@ -86,6 +86,14 @@ async function get(port: number, path: string, timeoutMs = 10_000): Promise<numb
   }
 }
 
+/** True when nothing accepts a connection on `port` (any connection made is closed at once). */
+function refuses(port: number): Promise<boolean> {
+  return Deno.connect({ hostname: "127.0.0.1", port }).then((c) => {
+    c.close();
+    return false;
+  }, () => true);
+}
+
 async function withPool(
   count: number,
   fn: (pool: WorkerPool<StubSnapshotData>, port: number) => Promise<void>,
@@ -125,14 +133,7 @@ if (!IN_WORKER) {
       await waitFor("the pool to count the worker gone", () => pool.size === 0);
       assertEquals(await hung, 0, "the in-flight request's status");
       // The only worker held the only listener: the port is closed and stays closed.
-      await waitFor(
-        "the port to refuse connections",
-        () =>
-          Deno.connect({ hostname: "127.0.0.1", port }).then((c) => {
-            c.close();
-            return false;
-          }, () => true),
-      );
+      await waitFor("the port to refuse connections", () => refuses(port));
       assertEquals(pool.size, 0);
     });
   });
@@ -165,14 +166,7 @@ if (!IN_WORKER) {
     fn: async () => {
       await withPool(1, async (pool, port) => {
         assertEquals(await get(port, "/close"), 200);
-        await waitFor(
-          "the port to refuse connections",
-          () =>
-            Deno.connect({ hostname: "127.0.0.1", port }).then((c) => {
-              c.close();
-              return false;
-            }, () => true),
-        );
+        await waitFor("the port to refuse connections", () => refuses(port));
         await waitFor("the pool to count the worker gone", () => pool.size === 0, {
           timeoutMs: 3_000,
         });
