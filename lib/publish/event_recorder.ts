@@ -105,7 +105,10 @@ export function eventForIssue(
   const apiVersion = API_VERSIONS[issue.kind];
   if (apiVersion === undefined || issue.name === "") return undefined;
   const text = issue.field !== "" ? `${issue.field}: ${issue.message}` : issue.message;
-  const message = text.length > MESSAGE_LIMIT ? `${text.slice(0, MESSAGE_LIMIT - 1)}…` : text;
+  let cut = MESSAGE_LIMIT - 1;
+  // Never between the two halves of a surrogate pair (a lone one would be stored as U+FFFD).
+  if (text.length > MESSAGE_LIMIT && /[\uD800-\uDBFF]/.test(text[cut - 1]!)) cut--;
+  const message = text.length > MESSAGE_LIMIT ? `${text.slice(0, cut)}…` : text;
   const timestamp = new Date(Math.floor(options.now / 1000) * 1000).toISOString().replace(
     ".000Z",
     "Z",

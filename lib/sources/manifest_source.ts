@@ -24,6 +24,7 @@ import { type ManifestObject, parseManifest } from "./manifests.ts";
 import type { ManifestSourceStatus, ObjectSource, StoreWriter } from "./source.ts";
 import { errorText } from "../log/error_text.ts";
 
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
 /** Options of {@linkcode ManifestSource}. */
 export interface ManifestSourceOptions {
   readonly directory: string;
@@ -99,14 +100,20 @@ export class ManifestSource implements ObjectSource {
   start(writer: StoreWriter): void {
     if (this.#writer !== undefined || this.#stopped) return;
     this.#writer = writer;
-    void this.reload().then(() => {
-      if (this.#watch && !this.#stopped) this.#startWatching();
-    });
+    // Watch first: a file written while the first load runs (or right after `synced`) then
+    // still schedules a reload.
+    if (this.#watch) this.#startWatching();
+    void this.reload();
   }
 
   /** Reads the directory again now; resolves when the store has the result. */
   reload(): Promise<void> {
-    this.#loading = this.#loading.then(() => this.#load());
+    // A failed load must not break the chain: every later reload would fail with it.
+    this.#loading = this.#loading.then(() => this.#load()).catch((error) => {
+      this.#logger.error("Cannot load manifests from {directory}: {error}", {
+        error: errorText(error),
+      });
+    });
     return this.#loading;
   }
 
@@ -208,10 +215,15 @@ export class ManifestSource implements ObjectSource {
       const path = join(this.#directory, name);
       let text: string;
       try {
-        text = await Deno.readTextFile(path);
+        // Not readTextFile: it turns bytes that are not UTF-8 into U+FFFD without a word.
+        text = UTF8.decode(await Deno.readFile(path));
       } catch (error) {
         // Gone between listing and reading, or unreadable: keep what we had.
         if (this.#files.has(path)) seen.add(path);
+        if (error instanceof TypeError) {
+          this.#readFile(path, undefined, "the file is not valid UTF-8");
+          continue;
+        }
         if (!(error instanceof Deno.errors.NotFound)) {
           this.#logger.warn("Cannot read manifest {path}: {error}", {
             path,
@@ -251,18 +263,30 @@ export class ManifestSource implements ObjectSource {
     return names.sort();
   }
 
-  #readFile(path: string, text: string): void {
+  #readFile(path: string, text: string | undefined, unreadable?: string): void {
     const previous = this.#files.get(path);
-    if (previous !== undefined && previous.text === text) return;
-    const parsed = parseManifest(text);
+    if (previous !== undefined && text !== undefined && previous.text === text) return;
+    let parsed: ReturnType<typeof parseManifest>;
+    if (text === undefined) {
+      parsed = { ok: false, line: 1, column: 1, message: unreadable ?? "the file is unreadable" };
+    } else {
+      try {
+        parsed = parseManifest(text);
+      } catch (error) {
+        // The YAML library or a hostile document: a failed file, never a failed source.
+        parsed = { ok: false, line: 1, column: 1, message: errorText(error).split("\n", 1)[0]! };
+      }
+    }
     if (!parsed.ok) {
       const error = `line ${parsed.line}, column ${parsed.column}: ${parsed.message}`;
-      this.#logger.error(
-        "Cannot load manifest {path}: {error}; keeping its last good objects",
-        { path, error, line: parsed.line, column: parsed.column },
-      );
+      if (previous?.error !== error) {
+        this.#logger.error(
+          "Cannot load manifest {path}: {error}; keeping its last good objects",
+          { path, error, line: parsed.line, column: parsed.column },
+        );
+      }
       this.#files.set(path, {
-        text,
+        text: text ?? "",
         objects: previous?.objects ?? [],
         error,
         skipped: previous?.skipped ?? 0,
@@ -276,7 +300,7 @@ export class ManifestSource implements ObjectSource {
       this.#logger.info("Loaded manifest {path} again after its error was fixed", { path });
     }
     this.#files.set(path, {
-      text,
+      text: text ?? "",
       objects: parsed.objects,
       error: undefined,
       skipped: parsed.problems.length,

@@ -42,11 +42,37 @@ function firstLine(message: string): string {
   return line.replace(/ at line \d+, column \d+:?$/, "");
 }
 
-function lineOf(text: string, offset: number | undefined): number {
-  if (offset === undefined) return 1;
-  let line = 1;
-  for (let i = 0; i < offset && i < text.length; i++) if (text.charCodeAt(i) === 10) line++;
-  return line;
+/** Line numbers of offsets in `text`, each found by binary search (one scan of the text in all). */
+function lineFinder(text: string): (offset: number | undefined) => number {
+  let newlines: number[] | undefined;
+  return (offset) => {
+    if (offset === undefined) return 1;
+    if (newlines === undefined) {
+      newlines = [];
+      for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) newlines.push(i);
+    }
+    // Lines before the offset: newlines at positions below it.
+    let low = 0;
+    let high = newlines.length;
+    while (low < high) {
+      const mid = (low + high) >> 1;
+      if (newlines[mid]! < offset) low = mid + 1;
+      else high = mid;
+    }
+    return low + 1;
+  };
+}
+
+/** Why a document's value cannot be an object of a cluster: it refers to itself (YAML aliases can). */
+function cycleProblem(value: unknown): string | undefined {
+  try {
+    JSON.stringify(value);
+    return undefined;
+  } catch (error) {
+    return error instanceof RangeError
+      ? "it is nested too deeply"
+      : "it refers to itself through an alias";
+  }
 }
 
 /**
@@ -56,13 +82,14 @@ function lineOf(text: string, offset: number | undefined): number {
 export function parseManifest(text: string): ManifestParse {
   // An empty stream comes back as an empty array.
   const list = [...parseAllDocuments(text, { prettyErrors: true })];
+  const lineOf = lineFinder(text);
   for (const document of list) {
     const error = document.errors[0];
     if (error !== undefined) {
       const pos = error.linePos?.[0];
       return {
         ok: false,
-        line: pos?.line ?? lineOf(text, error.pos[0]),
+        line: pos?.line ?? lineOf(error.pos[0]),
         column: pos?.col ?? 1,
         message: firstLine(error.message),
       };
@@ -71,7 +98,7 @@ export function parseManifest(text: string): ManifestParse {
   const objects: ManifestObject[] = [];
   const problems: string[] = [];
   list.forEach((document, index) => {
-    const line = lineOf(text, document.contents?.range?.[0] ?? document.range[0]);
+    const line = lineOf(document.contents?.range?.[0] ?? document.range[0]);
     const where = `document ${index + 1} (line ${line})`;
     let value: unknown;
     try {
@@ -83,6 +110,11 @@ export function parseManifest(text: string): ManifestParse {
       return;
     }
     if (value === null || value === undefined) return;
+    const cycle = cycleProblem(value);
+    if (cycle !== undefined) {
+      problems.push(`Cannot use ${where}: ${cycle}; skipped`);
+      return;
+    }
     collect(value, where, objects, problems);
   });
   return { ok: true, objects, problems };
