@@ -84,6 +84,13 @@ export function isRecordable(issue: Issue): boolean {
   return API_VERSIONS[issue.kind] !== undefined && issue.name !== "";
 }
 
+/** Events one issue may get in a burst, and how often it earns one more (client-go: 25, 5 min). */
+const EVENT_BURST = 25;
+const EVENT_REFILL_MS = 5 * 60_000;
+/** Backoff while the Events API refuses creates. */
+const REFUSED_MIN_MS = 1_000;
+const REFUSED_MAX_MS = 60_000;
+
 /** The longest message the API accepts for an Event note. */
 const MESSAGE_LIMIT = 1024;
 
@@ -200,6 +207,15 @@ export class EventRecorder {
   #lastIssues: readonly Issue[] = [];
   #overflowReported = false;
   #closed = false;
+  /**
+   * Events left per issue key, as a token bucket (client-go's recorder does alike per
+   * object): an issue that flaps every rebuild gets `EVENT_BURST` Events, then one per
+   * `EVENT_REFILL_MS`.
+   */
+  readonly #budget = new Map<string, { tokens: number; at: number }>();
+  /** After the Events API refused, no creation before this (wall clock); doubling delay. */
+  #refusedUntil = 0;
+  #refusedDelay = 0;
 
   constructor(options: EventRecorderOptions) {
     this.#client = options.client;
@@ -245,11 +261,26 @@ export class EventRecorder {
     for (const key of keys) next.set(key, this.#current.get(key) ?? false);
     this.#current = next;
 
+    const now = this.#wallClock();
+    for (const [key, bucket] of this.#budget) {
+      if (!next.has(key) && this.#refill(bucket, now).tokens >= EVENT_BURST) {
+        this.#budget.delete(key);
+      }
+    }
     if (!this.#isLeader()) return Promise.resolve({ created: 0, failed: 0 });
+    // The API refused lately: leave the issues unreported until the backoff has passed.
+    if (now < this.#refusedUntil) return Promise.resolve({ created: 0, failed: 0 });
     const todo: [string, Issue][] = [];
     for (const [key, reported] of next) {
       if (!reported) {
         next.set(key, true); // claimed now, so an overlapping call does not report it too
+        let bucket = this.#budget.get(key);
+        if (bucket === undefined) {
+          bucket = { tokens: EVENT_BURST, at: now };
+          this.#budget.set(key, bucket);
+        }
+        if (this.#refill(bucket, now).tokens < 1) continue; // flapping: skipped this time
+        bucket.tokens--;
         todo.push([key, byKey.get(key)!]);
       }
     }
@@ -257,6 +288,15 @@ export class EventRecorder {
     const work = this.#create(todo);
     this.#inFlight.add(work);
     return work.finally(() => this.#inFlight.delete(work));
+  }
+
+  #refill(bucket: { tokens: number; at: number }, now: number): { tokens: number; at: number } {
+    const gained = Math.floor((now - bucket.at) / EVENT_REFILL_MS);
+    if (gained > 0) {
+      bucket.tokens = Math.min(EVENT_BURST, bucket.tokens + gained);
+      bucket.at += gained * EVENT_REFILL_MS;
+    }
+    return bucket;
   }
 
   /** Runs {@linkcode EventRecorder.record} again with the last issues (for example when leadership is gained). */
@@ -277,6 +317,14 @@ export class EventRecorder {
         const [key, issue] = item;
         if (this.#closed || !this.#isLeader()) {
           // Not reported after all: the next leader-time call picks it up.
+          for (const [k] of [item, ...todo]) {
+            if (this.#current.has(k)) this.#current.set(k, false);
+          }
+          todo.length = 0;
+          return;
+        }
+        if (this.#wallClock() < this.#refusedUntil) {
+          // Refused meanwhile by another create: the rest waits for the backoff too.
           for (const [k] of [item, ...todo]) {
             if (this.#current.has(k)) this.#current.set(k, false);
           }
@@ -311,14 +359,30 @@ export class EventRecorder {
     if (event === undefined) return true;
     try {
       await this.#client.create(EVENTS, { namespace: event.metadata.namespace }, event);
+      if (this.#refusedDelay > 0) {
+        this.#logger.info("Recording Events again", {});
+        this.#refusedDelay = 0;
+      }
       return true;
     } catch (error) {
-      this.#logger.warn("Cannot record an Event for {kind} {namespace}/{name}: {error}", {
+      const properties = {
         kind: issue.kind,
         namespace: issue.namespace,
         name: issue.name,
         error: errorText(error),
-      });
+      };
+      const text = "Cannot record an Event for {kind} {namespace}/{name}: {error}";
+      // One warning per outage (a 403 is usually missing RBAC); then back off, doubling.
+      if (this.#refusedDelay === 0) {
+        this.#logger.warn(`${text}; holding Events back while the API refuses them`, properties);
+      } else {
+        this.#logger.debug(text, properties);
+      }
+      this.#refusedDelay = Math.min(
+        REFUSED_MAX_MS,
+        Math.max(REFUSED_MIN_MS, this.#refusedDelay * 2),
+      );
+      this.#refusedUntil = this.#wallClock() + this.#refusedDelay;
       return false;
     }
   }

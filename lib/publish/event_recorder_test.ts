@@ -124,10 +124,14 @@ Deno.test("EventRecorder records nothing while not leading and catches up once l
 
 Deno.test("EventRecorder retries an issue whose Event could not be created", async () => {
   let refuse = true;
+  let now = 0;
   const { client, events } = recordingClient(() => refuse);
-  const recorder = new EventRecorder({ client, isLeader: () => true });
+  const recorder = new EventRecorder({ client, isLeader: () => true, wallClock: () => now });
   assertEquals(await recorder.record([missingService]), { created: 0, failed: 1 });
   refuse = false;
+  // Not before the refusal's backoff (1 s) has passed.
+  assertEquals(await recorder.record([missingService]), { created: 0, failed: 0 });
+  now += 1_000;
   assertEquals(await recorder.record([missingService]), { created: 1, failed: 0 });
   assertEquals(events.length, 1);
   await recorder.close();

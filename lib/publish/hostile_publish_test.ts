@@ -97,14 +97,15 @@ Deno.test("EventRecorder.record() resolves, never rejects, when the client throw
     },
   } as unknown as EventClient;
   const recorder = new EventRecorder({ client, isLeader: () => true, logger: silentLogger() });
-  assertEquals(await recorder.record([issue(1), issue(2)]), { created: 0, failed: 2 });
+  // The first refusal holds the second Event back (the API's backoff).
+  assertEquals(await recorder.record([issue(1), issue(2)]), { created: 0, failed: 1 });
   await recorder.close();
 });
 
-// Left open (a known gap, see the closing note): an issue that disappears and returns (flaps) gets a new Event every time it returns, without any rate limit (client-go's recorder caps a burst per object); a flapping issue floods the Events API.
+// Was a bug: an issue that disappears and returns (flaps) gets a new Event every time it returns, without any rate limit (client-go's recorder caps a burst per object); a flapping issue floods the Events API.
 Deno.test({
   name: "EventRecorder bounds the Events an issue that flaps every rebuild creates",
-  ignore: true,
+
   async fn() {
     const { client, state } = slowEventClient();
     const recorder = new EventRecorder({ client, isLeader: () => true, logger: silentLogger() });
@@ -116,10 +117,10 @@ Deno.test({
   },
 });
 
-// Left open (a known gap, see the closing note): when the Events API always refuses (e.g. 403, RBAC missing), every record() call (every rebuild) re-sends every issue's Event and logs one warning per issue; no backoff, no once-only diagnostic.
+// Was a bug: when the Events API always refuses (e.g. 403, RBAC missing), every record() call (every rebuild) re-sends every issue's Event and logs one warning per issue; no backoff, no once-only diagnostic.
 Deno.test({
   name: "EventRecorder backs off and warns once when the Events API always refuses",
-  ignore: true,
+
   async fn() {
     const forbidden = () =>
       new KubeApiError("create", 403, { reason: "Forbidden", message: "events is forbidden" });
@@ -232,10 +233,10 @@ Deno.test("StatusWriter retries a conflicting write with growing delays, not in 
   await writer.close();
 });
 
-// Left open (a known gap, see the closing note): after a successful clear, #apply deletes the #written entry and nothing remembers the clear, so every pass before the store catches up re-sends the clear (with a stale resourceVersion: a 409 and a retry in the real API).
+// Was a bug: after a successful clear, #apply deletes the #written entry and nothing remembers the clear, so every pass before the store catches up re-sends the clear (with a stale resourceVersion: a 409 and a retry in the real API).
 Deno.test({
   name: "StatusWriter does not repeat a clear the store has not caught up with",
-  ignore: true,
+
   async fn() {
     const { client, state } = slowStatusClient();
     const writer = new StatusWriter({

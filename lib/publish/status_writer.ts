@@ -26,6 +26,9 @@ import { componentLogger, type Logger } from "../log/logging.ts";
 import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
 import { errorText } from "../log/error_text.ts";
 
+/** Timers may fire up to about a millisecond before `now` says they are due. */
+const TIMER_SLACK_MS = 1;
+
 /** One published address: exactly one of `ip` or `hostname`. */
 export interface LoadBalancerAddress {
   readonly ip?: string;
@@ -259,6 +262,16 @@ export class StatusWriter {
     | undefined;
   /** Per `namespace/name`: what we wrote last and from which resourceVersion. */
   readonly #written = new Map<string, { from: string; addresses: string }>();
+  /** Clears done, by the version they were planned from (until the store catches up). */
+  readonly #cleared = new Map<string, string>();
+  /**
+   * Writes the API refused (not a conflict), by Ingress: not tried again for the same
+   * version before `until`, however often a sync comes (each rebuild syncs).
+   */
+  readonly #refused = new Map<
+    string,
+    { from: string; kind: string; until: number; delay: number }
+  >();
   #pending: Pending | undefined;
   #running: Promise<void> | undefined;
   #lastPassAt = -Infinity;
@@ -334,10 +347,12 @@ export class StatusWriter {
     // At most one pass per hold-off: a burst of syncs costs one pass.
     const now = this.#now();
     const wait = Math.max(pending.dueAt - now, this.#holdOffMs - (now - this.#lastPassAt), 0);
+    if (pending.timer !== undefined) this.#timers.clearTimeout(pending.timer);
     pending.timer = this.#timers.setTimeout(() => {
       pending.timer = undefined;
       if (this.#pending === pending) this.#pending = undefined;
-      this.#running = this.#pass().then(pending.resolve, (error) => {
+      // The pass starts after `#running` is set, so a sync it makes itself only queues.
+      this.#running = Promise.resolve().then(() => this.#pass()).then(pending.resolve, (error) => {
         this.#logger.error("Cannot update Ingress statuses: {error}", { error: String(error) });
         pending.resolve(NOTHING);
       }).finally(() => {
@@ -356,6 +371,10 @@ export class StatusWriter {
       present.add(`${ingress.metadata?.namespace}/${ingress.metadata?.name}`);
     }
     for (const key of this.#written.keys()) if (!present.has(key)) this.#written.delete(key);
+    for (const key of this.#cleared.keys()) if (!present.has(key)) this.#cleared.delete(key);
+    for (const key of this.#refused.keys()) if (!present.has(key)) this.#refused.delete(key);
+    const now = this.#now();
+    let waitUntil = Infinity;
 
     const desired = desiredAddresses({ addresses: this.#addresses, service: input.service });
     this.#reportMissingService(desired === undefined && this.#publishService !== undefined);
@@ -363,12 +382,28 @@ export class StatusWriter {
     for (const [key, entry] of this.#written) written.set(key, entry.addresses);
     const actions = planStatus({ ingresses: input.ingresses, owned: input.owned, desired, written })
       .filter((action) => {
-        // The store may not have seen our last write yet: do not repeat it.
+        // The store may not have seen our last write or clear yet: do not repeat it.
         const last = this.#written.get(action.key);
-        return !(action.kind === "write" && last !== undefined &&
+        if (
+          action.kind === "write" && last !== undefined &&
           last.from === action.resourceVersion &&
-          last.addresses === addressesKey(action.addresses));
+          last.addresses === addressesKey(action.addresses)
+        ) return false;
+        if (action.kind === "clear" && this.#cleared.get(action.key) === action.resourceVersion) {
+          return false;
+        }
+        // Refused for this version: wait out its own backoff (a pass comes then).
+        const refused = this.#refused.get(action.key);
+        if (
+          refused !== undefined && refused.from === action.resourceVersion &&
+          refused.kind === action.kind && now < refused.until - TIMER_SLACK_MS
+        ) {
+          waitUntil = Math.min(waitUntil, refused.until);
+          return false;
+        }
+        return true;
       });
+    if (waitUntil !== Infinity && !this.#closed) void this.#schedule(waitUntil - now);
     if (actions.length === 0) return NOTHING;
     if (!this.#isLeader()) return { ...NOTHING, notLeader: actions.length };
 
@@ -408,8 +443,10 @@ export class StatusWriter {
         type: "merge",
         fieldManager: this.#fieldManager,
       });
+      this.#refused.delete(action.key);
       if (action.kind === "clear") {
         this.#written.delete(action.key);
+        this.#cleared.set(action.key, action.resourceVersion);
         this.#logger.info("Cleared the status of Ingress {namespace}/{name}", {
           namespace: action.namespace,
           name: action.name,
@@ -439,8 +476,21 @@ export class StatusWriter {
       };
       const text = "Cannot {action} the status of Ingress {namespace}/{name}: {error}";
       // A conflict means our copy was stale; the next sync brings the fresh one.
-      if (conflict) this.#logger.debug(text, properties);
-      else this.#logger.warn(text, properties);
+      if (conflict) {
+        this.#logger.debug(text, properties);
+      } else {
+        this.#logger.warn(text, properties);
+        const previous = this.#refused.get(action.key);
+        const delay = previous === undefined || previous.from !== action.resourceVersion
+          ? this.#retryMs.min
+          : Math.min(this.#retryMs.max, previous.delay * 2);
+        this.#refused.set(action.key, {
+          from: action.resourceVersion,
+          kind: action.kind,
+          until: this.#now() + delay,
+          delay,
+        });
+      }
       return "failed";
     }
   }

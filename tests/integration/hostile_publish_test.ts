@@ -168,10 +168,10 @@ Deno.test("StatusWriter counts a write to an Ingress deleted meanwhile as gone, 
   }
 });
 
-// Left open (a known gap, see the closing note): StatusWriter.#schedule lets any fresh sync cut a retry's backoff short, so a status the API always refuses (422) is re-sent on every rebuild (each published translation), not with the 1 s..30 s backoff.
+// Was a bug: StatusWriter.#schedule lets any fresh sync cut a retry's backoff short, so a status the API always refuses (422) is re-sent on every rebuild (each published translation), not with the 1 s..30 s backoff.
 Deno.test({
   name: "StatusWriter backs off from a status the API refuses, however often it is synced",
-  ignore: true,
+
   async fn() {
     const admin = await adminClient();
     const ns = await freshNamespace(admin.client, "hostile-status-422");
