@@ -16,21 +16,9 @@ import {
 import { within } from "../../tests/support/wait.ts";
 import { captureLogs } from "../control/_test_logs.ts";
 import { ObjectStore } from "../store/object_store.ts";
+import { names, service, SERVICE_A, SERVICE_B, withDirectory } from "./_test_manifests.ts";
 import { ManifestSource } from "./manifest_source.ts";
 import { parseManifest } from "./manifests.ts";
-
-const SERVICE_A = `kind: Service
-metadata: {name: a, namespace: shop}
-spec: {ports: [{port: 80}]}
-`;
-const SERVICE_B = `kind: Service
-metadata: {name: b, namespace: shop}
-spec: {ports: [{port: 80}]}
-`;
-
-function service(i: number): string {
-  return `kind: Service\nmetadata: {name: s${i}, namespace: shop}\nspec: {ports: [{port: 80}]}\n`;
-}
 
 /** A billion-laughs document: 10 levels of 10 aliases each of the one before. */
 function aliasBomb(): string {
@@ -43,19 +31,6 @@ function aliasBomb(): string {
     previous = name;
   }
   return text;
-}
-
-async function withDirectory(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "sluice-hostile-manifests-" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-function names(store: ObjectStore): string[] {
-  return store.list("Service").map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`).sort();
 }
 
 Deno.test("parseManifest() skips a billion-laughs document with a problem and keeps the others", () => {

@@ -12,31 +12,8 @@ import { Controller } from "../control/controller.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
+import { names, SERVICE_A, SERVICE_B, withDirectory } from "./_test_manifests.ts";
 import { ManifestSource } from "./manifest_source.ts";
-
-const SERVICE_A = `kind: Service
-metadata: {name: a, namespace: shop}
-spec: {ports: [{port: 80}]}
-`;
-const SERVICE_B = `kind: Service
-metadata: {name: b, namespace: shop}
-spec: {ports: [{port: 80}]}
-`;
-
-async function withDirectory(
-  fn: (dir: string) => Promise<void>,
-): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "sluice-manifests-" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-function names(store: ObjectStore): string[] {
-  return store.list("Service").map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`).sort();
-}
 
 Deno.test("ManifestSource loads .yaml and .yml files and ignores others", async () => {
   await withDirectory(async (dir) => {
