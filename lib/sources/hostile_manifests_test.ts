@@ -161,6 +161,24 @@ Deno.test({
   },
 });
 
+Deno.test("ManifestSource refuses a file over 16 MiB without reading it, and keeps its last good objects", async () => {
+  await withDirectory(async (dir) => {
+    const path = join(dir, "a.yaml");
+    await Deno.writeTextFile(path, SERVICE_A);
+    using logs = captureLogs();
+    const store = new ObjectStore();
+    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
+    source.start(store);
+    await within(5_000, "the first load", source.synced);
+    await Deno.writeTextFile(path, SERVICE_A + `# ${"x".repeat(1022)}\n`.repeat(17 * 1024));
+    await source.reload();
+    assertEquals(names(store), ["shop/a"]);
+    assertEquals(source.status().failedFiles, [path]);
+    assert(logs.lines().some((l) => l.includes("larger than 16777216 bytes")), logs.lines().join());
+    await source.stop();
+  });
+});
+
 Deno.test("ManifestSource keeps a file's other documents when one is a billion-laughs bomb", async () => {
   await withDirectory(async (dir) => {
     const path = join(dir, "a.yaml");

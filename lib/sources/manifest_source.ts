@@ -25,6 +25,9 @@ import type { ManifestSourceStatus, ObjectSource, StoreWriter } from "./source.t
 import { errorText } from "../log/error_text.ts";
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
+/** The largest manifest file read (a Kubernetes object is at most about 1.5 MB in etcd). */
+const MAX_MANIFEST_BYTES = 16 * 1024 * 1024;
+
 /** Options of {@linkcode ManifestSource}. */
 export interface ManifestSourceOptions {
   readonly directory: string;
@@ -215,6 +218,12 @@ export class ManifestSource implements ObjectSource {
       const path = join(this.#directory, name);
       let text: string;
       try {
+        // Bounded: a huge file would be parsed whole into a syntax tree.
+        if ((await Deno.stat(path)).size > MAX_MANIFEST_BYTES) {
+          if (this.#files.has(path)) seen.add(path);
+          this.#readFile(path, undefined, `the file is larger than ${MAX_MANIFEST_BYTES} bytes`);
+          continue;
+        }
         // Not readTextFile: it turns bytes that are not UTF-8 into U+FFFD without a word.
         text = UTF8.decode(await Deno.readFile(path));
       } catch (error) {
