@@ -4,7 +4,10 @@
  *
  * @module
  */
-import type { ObjectStore } from "../store/object_store.ts";
+import { within } from "../../tests/support/wait.ts";
+import type { Logger } from "../log/logging.ts";
+import { ObjectStore } from "../store/object_store.ts";
+import { ManifestSource, type ManifestSourceOptions } from "./manifest_source.ts";
 
 export const SERVICE_A = `kind: Service
 metadata: {name: a, namespace: shop}
@@ -33,4 +36,17 @@ export async function withDirectory(fn: (dir: string) => Promise<void>): Promise
 /** `namespace/name` of every Service in the store, sorted. */
 export function names(store: ObjectStore): string[] {
   return store.list("Service").map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`).sort();
+}
+
+/** A source on `dir` started into a new store, once its first load is done. */
+export async function loadedSource(
+  dir: string,
+  logger: Logger,
+  options: Omit<Partial<ManifestSourceOptions>, "directory" | "logger"> = {},
+): Promise<{ store: ObjectStore; source: ManifestSource }> {
+  const store = new ObjectStore();
+  const source = new ManifestSource({ directory: dir, logger, ...options });
+  source.start(store);
+  await within(5_000, "the first load", source.synced);
+  return { store, source };
 }

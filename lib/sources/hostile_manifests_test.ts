@@ -16,7 +16,14 @@ import {
 import { within } from "../../tests/support/wait.ts";
 import { captureLogs } from "../control/_test_logs.ts";
 import { ObjectStore } from "../store/object_store.ts";
-import { names, service, SERVICE_A, SERVICE_B, withDirectory } from "./_test_manifests.ts";
+import {
+  loadedSource,
+  names,
+  service,
+  SERVICE_A,
+  SERVICE_B,
+  withDirectory,
+} from "./_test_manifests.ts";
 import { ManifestSource } from "./manifest_source.ts";
 import { parseManifest } from "./manifests.ts";
 
@@ -117,10 +124,7 @@ Deno.test({
       await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A);
       await Deno.writeTextFile(join(dir, "loop.yaml"), "&list\nkind: List\nitems:\n  - *list\n");
       using logs = captureLogs();
-      const store = new ObjectStore();
-      const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-      source.start(store);
-      await within(5_000, "the first load", source.synced);
+      const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
       assertEquals(names(store), ["shop/a"]);
       // Fixing the file is picked up by the next reload.
       await Deno.writeTextFile(join(dir, "loop.yaml"), SERVICE_B);
@@ -141,10 +145,7 @@ Deno.test({
       const path = join(dir, "a.yaml");
       await Deno.writeTextFile(path, SERVICE_A);
       using logs = captureLogs();
-      const store = new ObjectStore();
-      const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-      source.start(store);
-      await within(5_000, "the first load", source.synced);
+      const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
       const bytes = new TextEncoder().encode(SERVICE_A.replace("name: a", "name: a\xff"));
       // Replace the encoded U+00FF (c3 bf) by a lone 0xff byte.
       const at = bytes.indexOf(0xc3);
@@ -166,10 +167,7 @@ Deno.test("ManifestSource refuses a file over 16 MiB without reading it, and kee
     const path = join(dir, "a.yaml");
     await Deno.writeTextFile(path, SERVICE_A);
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
     await Deno.writeTextFile(path, SERVICE_A + `# ${"x".repeat(1022)}\n`.repeat(17 * 1024));
     await source.reload();
     assertEquals(names(store), ["shop/a"]);
@@ -184,10 +182,7 @@ Deno.test("ManifestSource keeps a file's other documents when one is a billion-l
     const path = join(dir, "a.yaml");
     await Deno.writeTextFile(path, `${SERVICE_A}---\n${aliasBomb()}`);
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
     assertEquals(names(store), ["shop/a"]);
     assertEquals(source.status().skippedDocuments, 1);
     assert(logs.lines().some((l) => l.startsWith("warning:") && l.includes("alias")));
@@ -200,10 +195,7 @@ Deno.test("ManifestSource lets the later file win for an object defined twice an
     await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A);
     await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_A.replace("port: 80", "port: 81"));
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
     const port = () =>
       (store.get("Service", "shop/a") as { spec: { ports: { port: number }[] } }).spec.ports[0]!
         .port;
@@ -228,10 +220,7 @@ Deno.test("ManifestSource skips a symlink loop and a dangling symlink and loads 
     await Deno.symlink(join(dir, "pong.yaml"), join(dir, "ping.yaml"));
     await Deno.symlink(join(dir, "missing"), join(dir, "dangling.yaml"));
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
     assertEquals(names(store), ["shop/a"]);
     assertEquals(source.status().files, 1);
     assertEquals(source.status().failedFiles, []);

@@ -12,7 +12,7 @@ import { Controller } from "../control/controller.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
-import { names, SERVICE_A, SERVICE_B, withDirectory } from "./_test_manifests.ts";
+import { loadedSource, names, SERVICE_A, SERVICE_B, withDirectory } from "./_test_manifests.ts";
 import { ManifestSource } from "./manifest_source.ts";
 
 Deno.test("ManifestSource loads .yaml and .yml files and ignores others", async () => {
@@ -22,10 +22,7 @@ Deno.test("ManifestSource loads .yaml and .yml files and ignores others", async 
     await Deno.writeTextFile(join(dir, "c.json"), "{}");
     await Deno.writeTextFile(join(dir, ".hidden.yaml"), SERVICE_A.replace("name: a", "name: h"));
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
     assertEquals(names(store), ["shop/a", "shop/b"]);
     assertEquals(source.status().files, 2);
     await source.stop();
@@ -36,10 +33,7 @@ Deno.test("ManifestSource reloads when a file changes, appears or disappears", a
   await withDirectory(async (dir) => {
     await Deno.writeTextFile(join(dir, "a.yaml"), SERVICE_A);
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, debounceMs: 20 });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { debounceMs: 20 });
     assertEquals(names(store), ["shop/a"]);
 
     await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_B);
@@ -60,10 +54,7 @@ Deno.test("ManifestSource keeps a broken file's last good objects and reports it
     await Deno.writeTextFile(path, SERVICE_A);
     await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_B);
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
 
     await Deno.writeTextFile(path, `${SERVICE_A}---\nkind: Service\nmetadata: {name: [broken\n`);
     await Deno.writeTextFile(join(dir, "b.yaml"), SERVICE_B.replace("port: 80", "port: 81"));
@@ -97,10 +88,7 @@ Deno.test("ManifestSource reports objects of unknown kinds and skips them", asyn
       `kind: ConfigMap\nmetadata: {name: cm}\n---\n${SERVICE_A}`,
     );
     using logs = captureLogs();
-    const store = new ObjectStore();
-    const source = new ManifestSource({ directory: dir, logger: logs.logger, watch: false });
-    source.start(store);
-    await within(5_000, "the first load", source.synced);
+    const { store, source } = await loadedSource(dir, logs.logger, { watch: false });
     assertEquals(names(store), ["shop/a"]);
     assertEquals(source.status().skippedDocuments, 1);
     assert(logs.lines().some((l) => l.includes("ConfigMap") && l.includes("mixed.yaml")));
