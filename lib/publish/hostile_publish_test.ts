@@ -18,11 +18,26 @@ import {
   eventForIssue,
   EventRecorder,
 } from "./event_recorder.ts";
-import { type StatusClient, StatusWriter } from "./status_writer.ts";
+import { type StatusClient, StatusWriter, type StatusWriterOptions } from "./status_writer.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 
 function issue(i: number, message = "Cannot route: no such Service"): Issue {
   return { kind: "Ingress", namespace: "shop", name: `web-${i}`, field: "spec", message };
+}
+
+/** A leading StatusWriter publishing 192.0.2.1, with no hold-off and a silent logger. */
+function leadingWriter(
+  client: StatusClient,
+  options: Partial<StatusWriterOptions> = {},
+): StatusWriter {
+  return new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+    logger: silentLogger(),
+    ...options,
+  });
 }
 
 function silentLogger() {
@@ -190,13 +205,7 @@ function slowStatusClient(fail: (name: string) => Error | undefined = () => unde
 
 Deno.test("StatusWriter writes 1,000 Ingresses' statuses once each, at most `concurrency` at a time, in one pass", async () => {
   const { client, state } = slowStatusClient();
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => true,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
-    logger: silentLogger(),
-  });
+  const writer = leadingWriter(client);
   const keys = Array.from({ length: 1_000 }, (_, i) => `shop/web-${i}`);
   const input = { ingresses: keys.map((k) => ingress(k)), owned: new Set(keys) };
   const results = await Promise.all([writer.sync(input), writer.sync(input), writer.sync(input)]);
@@ -213,14 +222,7 @@ Deno.test("StatusWriter retries a conflicting write with growing delays, not in 
   const { client, state } = slowStatusClient(() =>
     new KubeApiError("patch", 409, { reason: "Conflict" })
   );
-  const writer = new StatusWriter({
-    client,
-    isLeader: () => true,
-    publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
-    retryMs: { min: 20, max: 80 },
-    logger: silentLogger(),
-  });
+  const writer = leadingWriter(client, { retryMs: { min: 20, max: 80 } });
   const started = performance.now();
   assertEquals(
     (await writer.sync({ ingresses: [ingress("shop/web")], owned: new Set(["shop/web"]) })).failed,
@@ -239,13 +241,7 @@ Deno.test({
 
   async fn() {
     const { client, state } = slowStatusClient();
-    const writer = new StatusWriter({
-      client,
-      isLeader: () => true,
-      publishStatusAddresses: ["192.0.2.1"],
-      holdOffMs: 0,
-      logger: silentLogger(),
-    });
+    const writer = leadingWriter(client);
     const left = {
       ingresses: [ingress("shop/left", ["192.0.2.1"], "7")],
       owned: new Set<string>(),

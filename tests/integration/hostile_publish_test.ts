@@ -15,7 +15,7 @@ import type { Ingress } from "../../lib/k8s/objects.ts";
 import { EVENTS, INGRESSES, LEASES } from "../../lib/k8s/resources.ts";
 import { EventRecorder } from "../../lib/publish/event_recorder.ts";
 import { LeaderElector, type Lease, microTime } from "../../lib/publish/leader_election.ts";
-import { StatusWriter } from "../../lib/publish/status_writer.ts";
+import { StatusWriter, type StatusWriterOptions } from "../../lib/publish/status_writer.ts";
 import type { Issue } from "../../lib/translate/issues.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor } from "../support/wait.ts";
@@ -134,18 +134,8 @@ Deno.test("the API refuses a Lease with a negative or zero leaseDurationSeconds"
 Deno.test("StatusWriter counts a write to an Ingress deleted meanwhile as gone, not failed, and does not retry it", async () => {
   const admin = await adminClient();
   const ns = await freshNamespace(admin.client, "hostile-status-gone");
-  let patches = 0;
-  const counting = {
-    patch: <T>(...args: Parameters<KubeClient["patch"]>) => {
-      patches++;
-      return admin.client.patch<T>(...args);
-    },
-  };
-  const writer = new StatusWriter({
-    client: counting,
-    isLeader: () => true,
+  const { writer, patches } = countingWriter(admin.client, {
     publishStatusAddresses: ["192.0.2.1"],
-    holdOffMs: 0,
     retryMs: { min: 50, max: 50 },
   });
   try {
@@ -153,7 +143,7 @@ Deno.test("StatusWriter counts a write to an Ingress deleted meanwhile as gone, 
     await admin.client.delete(INGRESSES, { namespace: ns, name: "web" });
     const result = await writer.sync({ ingresses: [stale], owned: new Set([`${ns}/web`]) });
     assertEquals(result, { written: 0, cleared: 0, failed: 0, notLeader: 0 });
-    assertEquals(patches, 1);
+    assertEquals(patches(), 1);
     // Once the store has caught up, nothing is written.
     assertEquals(await writer.sync({ ingresses: [], owned: new Set() }), {
       written: 0,
@@ -161,7 +151,7 @@ Deno.test("StatusWriter counts a write to an Ingress deleted meanwhile as gone, 
       failed: 0,
       notLeader: 0,
     });
-    assertEquals(patches, 1);
+    assertEquals(patches(), 1);
   } finally {
     await writer.close();
     admin.access.close();
@@ -175,19 +165,9 @@ Deno.test({
   async fn() {
     const admin = await adminClient();
     const ns = await freshNamespace(admin.client, "hostile-status-422");
-    let patches = 0;
-    const counting = {
-      patch: <T>(...args: Parameters<KubeClient["patch"]>) => {
-        patches++;
-        return admin.client.patch<T>(...args);
-      },
-    };
-    const writer = new StatusWriter({
-      client: counting,
-      isLeader: () => true,
+    const { writer, patches } = countingWriter(admin.client, {
       // Not an IP, and not a valid DNS name either: the API answers 422.
       publishStatusAddresses: ["Not_A-Valid.Host!"],
-      holdOffMs: 0,
       retryMs: { min: 60_000, max: 60_000 },
       logger: silentLogger(),
     });
@@ -197,13 +177,34 @@ Deno.test({
       assertEquals((await writer.sync(input)).failed, 1);
       // Ten rebuilds in the next moments, the Ingress unchanged.
       for (let rebuild = 0; rebuild < 10; rebuild++) await writer.sync(input);
-      assert(patches <= 2, `${patches} status patches refused with 422 within one backoff`);
+      assert(patches() <= 2, `${patches()} status patches refused with 422 within one backoff`);
     } finally {
       await writer.close();
       admin.access.close();
     }
   },
 });
+
+/** A leading StatusWriter on the real API (no hold-off) that counts its PATCH requests. */
+function countingWriter(
+  client: KubeClient,
+  options: Omit<StatusWriterOptions, "client" | "isLeader" | "holdOffMs">,
+): { writer: StatusWriter; patches: () => number } {
+  let patches = 0;
+  const counting = {
+    patch: <T>(...args: Parameters<KubeClient["patch"]>) => {
+      patches++;
+      return client.patch<T>(...args);
+    },
+  };
+  const writer = new StatusWriter({
+    client: counting,
+    isLeader: () => true,
+    holdOffMs: 0,
+    ...options,
+  });
+  return { writer, patches: () => patches };
+}
 
 function silentLogger() {
   // deno-lint-ignore no-explicit-any
