@@ -11,6 +11,7 @@
  */
 import { parseArgs } from "node:util";
 import { createCidrMatcher } from "../proxy/cidr.ts";
+import { isDnsLabel, isDnsSubdomain, isPortName } from "../translate/names.ts";
 
 /** Everything Sluice is told at start. */
 export interface Config {
@@ -466,15 +467,10 @@ function convert(flag: FlagSpec, raw: string): Converted {
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const DNS_LABEL = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_SUBDOMAIN =
-  /^(?=.{1,253}$)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
-
 /** A port number from 1 to 65535, or a port name (IANA_SVC_NAME). */
 function isPort(text: string): boolean {
   if (/^\d+$/.test(text)) return Number(text) >= 1 && Number(text) <= 65535;
-  return text.length <= 15 && /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/.test(text) &&
-    /[a-z]/.test(text) && !text.includes("--");
+  return isPortName(text);
 }
 
 /**
@@ -503,18 +499,18 @@ function crossCheck(config: Config): string | undefined {
     }`;
   }
   for (const namespace of config.watchNamespaces) {
-    if (!DNS_LABEL.test(namespace)) {
+    if (!isDnsLabel(namespace)) {
       return `Invalid value ${
         JSON.stringify(namespace)
       } in --watch-namespace: not a namespace name (DNS-1123 label)`;
     }
   }
-  if (config.electionNamespace !== undefined && !DNS_LABEL.test(config.electionNamespace)) {
+  if (config.electionNamespace !== undefined && !isDnsLabel(config.electionNamespace)) {
     return `Invalid value ${
       JSON.stringify(config.electionNamespace)
     } for --election-namespace: not a namespace name (DNS-1123 label)`;
   }
-  if (!DNS_SUBDOMAIN.test(config.electionId)) {
+  if (!isDnsSubdomain(config.electionId)) {
     return `Invalid value ${
       JSON.stringify(config.electionId)
     } for --election-id: not a Lease name (DNS-1123 subdomain)`;

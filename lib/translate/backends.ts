@@ -14,6 +14,7 @@ import type { IngressBackend, Service } from "../k8s/objects.ts";
 import type { Backend } from "../routing/snapshot.ts";
 import type { ClusterIndex } from "./cluster_index.ts";
 import { collectEndpoints, findServicePort, isTcpPort } from "./endpoints.ts";
+import { isDnsSubdomain, isPortName } from "./names.ts";
 
 /** A parsed backend reference, in the namespace of the Ingress that names it. */
 export type BackendRef =
@@ -41,18 +42,6 @@ export type BackendRefResult =
 export interface ResolvedBackend {
   readonly backend: Backend;
   readonly problem?: string;
-}
-
-const DNS_LABEL = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
-
-/**
- * Kubernetes rule (IANA_SVC_NAME, for port names): at most 15 characters of
- * lowercase letters, digits and `-`, at least one letter, no `-` at either end
- * and no `--`. So a name never reads as a port number (`"80"` is not a name).
- */
-function isPortName(value: unknown): value is string {
-  return typeof value === "string" && value.length <= 15 && DNS_LABEL.test(value) &&
-    /[a-z]/.test(value) && !value.includes("--");
 }
 
 function isPortNumber(value: unknown): value is number {
@@ -155,7 +144,6 @@ export function backendKey(ref: BackendRef): string {
   return ref.port === undefined ? base : `${base}:${ref.port}`;
 }
 
-const DNS_SUBDOMAIN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
 const LOOPBACK_OR_UNSPECIFIED_IPV4 = /^(?:127|0)\.[0-9]+\.[0-9]+\.[0-9]+$/;
 const IPV4 = /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/;
 
@@ -187,7 +175,7 @@ function numericIpv4(name: string): string | undefined {
  * `2130706433` and `0` all connect to this host).
  */
 function refuseExternalName(address: string): string | undefined {
-  if (address.length > 253 || !DNS_SUBDOMAIN.test(address)) return "is not a valid DNS name";
+  if (!isDnsSubdomain(address)) return "is not a valid DNS name";
   if (
     address === "localhost" || address.endsWith(".localhost") ||
     LOOPBACK_OR_UNSPECIFIED_IPV4.test(numericIpv4(address) ?? "")
