@@ -281,6 +281,11 @@ export function forwardResponseHeaders(
   return out;
 }
 
+/** Whether a comma-separated field value (`Connection`, `Upgrade`) holds `token` (lowercase), in any case. */
+export function hasToken(value: string, token: string): boolean {
+  return value.split(",").some((t) => t.trim().toLowerCase() === token);
+}
+
 /** True for a WebSocket upgrade request (`Upgrade: websocket` and `Connection: upgrade`). */
 export function isWebSocketUpgrade(method: string, headers: readonly HeaderPair[]): boolean {
   if (method !== "GET") return false;
@@ -291,9 +296,9 @@ export function isWebSocketUpgrade(method: string, headers: readonly HeaderPair[
     if (name.length !== 7 && name.length !== 10) continue;
     const lower = name.toLowerCase();
     if (lower === "upgrade") {
-      upgrade ||= value.split(",").some((t) => t.trim().toLowerCase() === "websocket");
+      upgrade ||= hasToken(value, "websocket");
     } else if (lower === "connection") {
-      connection ||= value.split(",").some((t) => t.trim().toLowerCase() === "upgrade");
+      connection ||= hasToken(value, "upgrade");
     }
   }
   return upgrade && connection;

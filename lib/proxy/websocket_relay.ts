@@ -21,6 +21,7 @@
  */
 
 import { createHash } from "node:crypto";
+import { hasToken } from "./forwarded_headers.ts";
 import type { UpstreamResponse } from "./upstream_client.ts";
 import {
   decodeClosePayload,
@@ -147,7 +148,7 @@ export function relayWebSocket(
     if (lower === "sec-websocket-protocol") protocol ??= value.trim();
     else if (lower === "sec-websocket-accept") accept = accept === undefined ? value.trim() : "";
     else if (lower === "upgrade") {
-      upgradeToWebSocket ||= value.split(",").some((t) => t.trim().toLowerCase() === "websocket");
+      upgradeToWebSocket ||= hasToken(value, "websocket");
     } else if (lower === "sec-websocket-extensions" && value.trim() !== "") {
       // The proxy offered none (see WEBSOCKET_DROP_REQUEST): frames would arrive transformed.
       throw new TypeError(`Cannot accept 101: extension "${value.trim()}" was never offered`);
