@@ -104,9 +104,13 @@ export function isSendableCloseCode(code: number): boolean {
     (code >= 3000 && code <= 4999);
 }
 
+const INITIAL_BUFFER_BYTES = 16 * 1024;
+/** Payloads from this size on are handed over in the buffer they arrived in rather than copied. */
+const HANDOVER_BYTES = 64 * 1024;
+
 /** Incremental frame decoder for one direction of one connection. */
 export class FrameDecoder {
-  #buf = new Uint8Array(16 * 1024);
+  #buf = new Uint8Array(INITIAL_BUFFER_BYTES);
   #start = 0;
   #end = 0;
   #maxPayload: number;
@@ -118,14 +122,25 @@ export class FrameDecoder {
     this.#expectMasked = options.expectMasked;
   }
 
+  /** Bytes of buffer this decoder holds (at most one frame's worth plus the last push). */
+  get capacity(): number {
+    return this.#buf.length;
+  }
+
   push(bytes: Uint8Array): void {
     if (bytes.length === 0) return;
     if (this.#end + bytes.length > this.#buf.length) {
       const live = this.#end - this.#start;
-      const size = Math.max(this.#buf.length, (live + bytes.length) * 2);
-      if (size === this.#buf.length) {
+      const need = live + bytes.length;
+      if (need <= this.#buf.length) {
         this.#buf.copyWithin(0, this.#start, this.#end);
       } else {
+        // Doubling amortises small frames; a frame whose length is known gets exactly its size,
+        // so one large frame never holds twice its length.
+        const declared = this.#declaredFrameBytes();
+        const size = declared > need
+          ? declared
+          : Math.max(need, Math.min(need * 2, declared || Infinity));
         const next = new Uint8Array(size);
         next.set(this.#buf.subarray(this.#start, this.#end), 0);
         this.#buf = next;
@@ -135,6 +150,28 @@ export class FrameDecoder {
     }
     this.#buf.set(bytes, this.#end);
     this.#end += bytes.length;
+  }
+
+  /** The whole size of the frame at the front when its header is buffered and its length allowed, else 0. */
+  #declaredFrameBytes(): number {
+    const available = this.#end - this.#start;
+    if (available < 2) return 0;
+    const b1 = this.#buf[this.#start + 1] as number;
+    let length = b1 & 0x7f;
+    let header = 2;
+    if (length === 126) {
+      if (available < 4) return 0;
+      length = ((this.#buf[this.#start + 2] as number) << 8) |
+        (this.#buf[this.#start + 3] as number);
+      header = 4;
+    } else if (length === 127) {
+      if (available < 10) return 0;
+      const view = new DataView(this.#buf.buffer, this.#buf.byteOffset + this.#start + 2, 8);
+      length = view.getUint32(0) * 2 ** 32 + view.getUint32(4);
+      header = 10;
+    }
+    if (length > this.#maxPayload) return 0;
+    return header + ((b1 & 0x80) !== 0 ? 4 : 0) + length;
   }
 
   /**
@@ -180,17 +217,30 @@ export class FrameDecoder {
     if (length > this.#maxPayload) {
       throw new WsProtocolError(`Cannot accept frame: over ${this.#maxPayload} bytes`, 1009);
     }
-    const maskOffset = offset;
+    const maskAt = this.#start + offset;
     if (masked) offset += 4;
     if (available < offset + length) return undefined;
-    const payload = this.#buf.slice(this.#start + offset, this.#start + offset + length);
-    if (masked) {
-      const k = this.#start + maskOffset;
-      const key = [this.#buf[k], this.#buf[k + 1], this.#buf[k + 2], this.#buf[k + 3]] as number[];
+    const key = masked ? this.#buf.slice(maskAt, maskAt + 4) : undefined;
+    const payloadStart = this.#start + offset;
+    const payloadEnd = payloadStart + length;
+    let payload: Uint8Array;
+    if (length >= HANDOVER_BYTES) {
+      // A large payload keeps the buffer it arrived in (no copy); what follows it moves to a
+      // fresh buffer.
+      payload = this.#buf.subarray(payloadStart, payloadEnd);
+      const rest = this.#buf.subarray(payloadEnd, this.#end);
+      this.#buf = new Uint8Array(Math.max(INITIAL_BUFFER_BYTES, rest.length));
+      this.#buf.set(rest, 0);
+      this.#start = 0;
+      this.#end = rest.length;
+    } else {
+      payload = this.#buf.slice(payloadStart, payloadEnd);
+      this.#start += offset + length;
+      if (this.#start === this.#end) this.#start = this.#end = 0;
+    }
+    if (key !== undefined) {
       for (let i = 0; i < length; i++) payload[i] = (payload[i] as number) ^ (key[i & 3] as number);
     }
-    this.#start += offset + length;
-    if (this.#start === this.#end) this.#start = this.#end = 0;
     return { fin, opcode, payload };
   }
 }

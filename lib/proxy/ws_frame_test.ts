@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, throws } from "node:assert/strict";
+import { deepStrictEqual as assertEquals, ok as assert, throws } from "node:assert/strict";
 import {
   decodeClosePayload,
   encodeClosePayload,
@@ -28,6 +28,31 @@ Deno.test("encodeFrame() and FrameDecoder round-trip every length class, masked 
       assertEquals(got?.payload, payload, `length ${length} mask ${mask}`);
       assertEquals(decoder.next(), undefined);
     }
+  }
+});
+
+Deno.test("FrameDecoder holds a large frame in its declared size, not twice, and hands it over", () => {
+  // Was a bug: the buffer doubled as bytes arrived, so one declared 64 MiB frame held about
+  // 128 MiB, and the payload was then copied out of it.
+  for (const mask of [true, false]) {
+    const length = 1 << 20;
+    const payload = Uint8Array.from({ length }, (_, i) => (i * 7) & 0xff);
+    const frame = encodeFrame(OP_BINARY, payload, { mask });
+    const next = encodeFrame(OP_TEXT, Uint8Array.of(104, 105), { mask });
+    const decoder = new FrameDecoder({ maxPayload: length, expectMasked: mask });
+    let peak = 0;
+    const stream = new Uint8Array(frame.length + next.length);
+    stream.set(frame, 0);
+    stream.set(next, frame.length);
+    for (let i = 0; i < stream.length; i += 4_096) {
+      decoder.push(stream.subarray(i, i + 4_096));
+      peak = Math.max(peak, decoder.capacity);
+    }
+    assert(peak <= frame.length + 4_096, `peak ${peak} for a frame of ${frame.length} bytes`);
+    assertEquals(decoder.next()?.payload, payload);
+    assert(decoder.capacity <= 16 * 1024, `capacity ${decoder.capacity} after the handover`);
+    assertEquals(decoder.next()?.payload, Uint8Array.of(104, 105));
+    assertEquals(decoder.next(), undefined);
   }
 });
 
