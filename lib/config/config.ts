@@ -10,7 +10,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createCidrMatcher } from "../proxy/cidr.ts";
+import { createCidrMatcher, parseIp } from "../proxy/cidr.ts";
 import { isDnsLabel, isDnsSubdomain, isPortName } from "../translate/names.ts";
 
 /** Everything Sluice is told at start. */
@@ -509,6 +509,14 @@ function crossCheck(config: Config): string | undefined {
     return `Invalid value ${
       JSON.stringify(config.electionNamespace)
     } for --election-namespace: not a namespace name (DNS-1123 label)`;
+  }
+  for (const address of config.publishStatusAddresses) {
+    // The apiserver takes an Ingress status address only as an IP or a DNS-1123 subdomain.
+    if (parseIp(address) === undefined && !isDnsSubdomain(address)) {
+      return `Invalid value ${
+        JSON.stringify(address)
+      } in --publish-status-address: not an IP address or a DNS name`;
+    }
   }
   if (!isDnsSubdomain(config.electionId)) {
     return `Invalid value ${

@@ -341,6 +341,21 @@ Deno.test({
   },
 });
 
+// Was a bug: --publish-status-address took any text, which the apiserver then refused (422) on every
+// status write, for every Ingress.
+Deno.test({
+  name: "--publish-status-address takes IP addresses and DNS names only",
+  fn() {
+    const ok = config(["--publish-status-address=192.0.2.7,2001:db8::1,lb.example.com"]);
+    assertEquals(ok.publishStatusAddresses, ["192.0.2.7", "2001:db8::1", "lb.example.com"]);
+    for (
+      const value of ["http://lb", "lb.example.com:80", "a b", "::::", "lb_1.example", "LB.example"]
+    ) {
+      assertRefused([`--publish-status-address=10.0.0.1,${value}`], "publish-status-address");
+    }
+  },
+});
+
 // Was a bug: node:util parseArgs kept the last of a repeated flag, so "--watch-namespace=a
 // --watch-namespace=b" watched only "b". List flags now add up; other flags keep the last value,
 // as most command lines do (tests/support/sluice_process.ts relies on that for ports).
