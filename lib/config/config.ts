@@ -345,6 +345,7 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
   if (parsed.values.help === true) return { kind: "help", text: helpText(options.cpus) };
 
   const config: Record<string, unknown> = {};
+  const explicit = new Set<string>();
   for (const flag of FLAGS) {
     const given = (parsed.values as Record<string, string | boolean | string[] | undefined>)[
       flag.name
@@ -356,9 +357,11 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
     if (fromArgs !== undefined) {
       raw = String(fromArgs);
       origin = `--${flag.name}`;
+      explicit.add(flag.name);
     } else if (env !== undefined && env !== "") {
       raw = env;
       origin = envName(flag.name);
+      explicit.add(flag.name);
     } else {
       raw = flag.name === "workers"
         ? String(Math.max(1, Math.min(options.cpus, flag.max ?? options.cpus)))
@@ -376,16 +379,29 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
   }
   const problem = crossCheck(config as unknown as Config);
   if (problem !== undefined) return { kind: "error", message: problem };
-  if (
-    config.manifests !== undefined && config.kubeconfig !== undefined
-  ) {
-    return {
-      kind: "error",
-      message: "Cannot use --manifests and --kubeconfig together: choose one source",
-    };
+  if (config.manifests !== undefined) {
+    const clusterOnly = CLUSTER_ONLY_FLAGS.filter((name) => explicit.has(name));
+    if (clusterOnly.length > 0) {
+      return {
+        kind: "error",
+        message: `Cannot use --manifests with ${
+          clusterOnly.map((name) => `--${name}`).join(", ")
+        }: they need a cluster, and --manifests serves files instead of one`,
+      };
+    }
   }
   return { kind: "config", config: Object.freeze(config) as unknown as Config };
 }
+
+/** Flags that mean something only with a Kubernetes API: refused with `--manifests`. */
+const CLUSTER_ONLY_FLAGS = [
+  "kubeconfig",
+  "watch-namespace",
+  "publish-service",
+  "publish-status-address",
+  "election-id",
+  "election-namespace",
+];
 
 function argumentError(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);

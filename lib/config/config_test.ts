@@ -98,7 +98,7 @@ Deno.test("parseConfig() rejects unknown flags and bad values with one line nami
     [["--workers", "0"], {}, /from 1 to 256/],
     [[], { SLUICE_HSTS: "maybe" }, /expected true or false/],
     [["stray"], {}, /Unexpected argument|positional/i],
-    [["--manifests", "d", "--kubeconfig", "k"], {}, /choose one source/],
+    [["--manifests", "d", "--kubeconfig", "k"], {}, /with --kubeconfig: they need a cluster/],
   ];
   for (const [args, env, pattern] of cases) {
     const r = parseConfig(args, { env, cpus: 2 });

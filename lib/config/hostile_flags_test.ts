@@ -356,6 +356,30 @@ Deno.test({
   },
 });
 
+// Was a bug: with --manifests, the flags that need a cluster were accepted and silently ignored:
+// --watch-namespace=a served every namespace's files, and status and election were never run.
+Deno.test({
+  name:
+    "--manifests refuses the flags that need a cluster, from the command line or the environment",
+  fn() {
+    for (
+      const flag of [
+        "--kubeconfig=k",
+        "--watch-namespace=shop",
+        "--publish-service=ns/svc",
+        "--publish-status-address=192.0.2.1",
+        "--election-id=lead",
+        "--election-namespace=ns",
+      ]
+    ) {
+      assertRefused(["--manifests=dir", flag], flag.slice(2, flag.indexOf("=")));
+    }
+    assertRefused(["--manifests=dir"], "watch-namespace", { SLUICE_WATCH_NAMESPACE: "shop" });
+    const ok = config(["--manifests=dir", "--default-backend-service=ns/svc", "--ingress-class=x"]);
+    assertEquals(ok.manifests, "dir");
+  },
+});
+
 // Was a bug: node:util parseArgs kept the last of a repeated flag, so "--watch-namespace=a
 // --watch-namespace=b" watched only "b". List flags now add up; other flags keep the last value,
 // as most command lines do (tests/support/sluice_process.ts relies on that for ports).
@@ -418,7 +442,7 @@ Deno.test("main.ts exits 2 with one 'sluice:' line and starts nothing for a bad 
     [["--http-port=0"], {}, /^sluice: Invalid value "0" for --http-port: /],
     [["--publish-service=sluice"], {}, /for --publish-service: expected namespace\/name$/],
     [[], { SLUICE_WORKERS: "0" }, /for SLUICE_WORKERS: /],
-    [["--manifests=x", "--kubeconfig=y"], {}, /choose one source$/],
+    [["--manifests=x", "--kubeconfig=y"], {}, /serves files instead of one$/],
   ];
   for (const [args, env, pattern] of cases) {
     const r = await runMain(args, { env });
