@@ -45,27 +45,29 @@ export class EndpointBalancer {
     const endpoints = backend.endpoints;
     const n = endpoints.length;
     if (n === 0) return undefined;
-    const start = this.#cursor.get(backend.key) ?? 0;
     if (this.#cursor.size >= MAX_TRACKED && !this.#cursor.has(backend.key)) this.#cursor.clear();
-    this.#cursor.set(backend.key, (start + 1) % 1_000_000_007);
-    let fallback: Endpoint | undefined;
+    // The cursor moves past the endpoint chosen, not one place: an endpoint skipped (down or
+    // tried) then hands its turn to the next in line once, not to its successor every round.
+    const start = (this.#cursor.get(backend.key) ?? 0) % n;
+    let fallback = -1;
     const now = this.#downUntil.size === 0 ? 0 : this.#now();
     for (let i = 0; i < n; i++) {
-      const endpoint = endpoints[(start + i) % n] as Endpoint;
-      if (tried === undefined && this.#downUntil.size === 0) return endpoint;
+      const index = start + i < n ? start + i : start + i - n;
+      const endpoint = endpoints[index] as Endpoint;
+      if (tried === undefined && this.#downUntil.size === 0) return this.#take(backend, index);
       const key = endpointKey(endpoint);
       if (tried !== undefined && tried.has(key)) continue;
       const until = this.#downUntil.get(key);
       if (until !== undefined) {
         if (until > now) {
-          fallback ??= endpoint;
+          if (fallback === -1) fallback = index;
           continue;
         }
         this.#downUntil.delete(key);
       }
-      return endpoint;
+      return this.#take(backend, index);
     }
-    return fallback;
+    return fallback === -1 ? undefined : this.#take(backend, fallback);
   }
 
   /** Skips `endpoint` for `downForMs` (after a failed connect). */
@@ -84,6 +86,11 @@ export class EndpointBalancer {
   isDown(endpoint: Endpoint): boolean {
     const until = this.#downUntil.get(endpointKey(endpoint));
     return until !== undefined && until > this.#now();
+  }
+
+  #take(backend: Backend, index: number): Endpoint {
+    this.#cursor.set(backend.key, index + 1);
+    return backend.endpoints[index] as Endpoint;
   }
 
   #prune(): void {

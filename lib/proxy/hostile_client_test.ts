@@ -196,46 +196,47 @@ Deno.test(
 
 // --- Routing bypass: the route is chosen on the path the backend will resolve. ---
 
-Deno.test("dot segments, escapes and slashes route as the resolved path while the backend gets the target byte for byte", async () => {
+Deno.test("dot segments, escapes and slashes route as the resolved path, which is what the backend gets", async () => {
   await withWorld(async (world) => {
-    const cases: [string, string][] = [
-      ["/admin", "shop/admin"],
-      ["/admin/", "shop/admin"],
-      ["/adminx", "shop/public"],
-      ["/public/../admin", "shop/admin"],
-      ["/public/%2e%2e/admin", "shop/admin"],
-      ["/public/.%2E/admin", "shop/admin"],
-      ["/public/%2E./admin/x", "shop/admin"],
-      ["/public\\..\\admin", "shop/admin"],
-      ["/%2e%2e/%2e%2e/admin", "shop/admin"],
-      ["/../admin", "shop/admin"],
-      ["/admin/../public", "shop/public"],
-      ["/admin/%2e%2e/public", "shop/public"],
-      ["//admin", "shop/admin"],
-      ["/./admin", "shop/admin"],
-      ["/%2e/admin", "shop/admin"],
-      ["/admin/.", "shop/admin"],
-      ["/%61dmin/x", "shop/admin"],
-      ["/%41dmin", "shop/public"],
-      ["/admin?x=/../public", "shop/admin"],
-      ["/public?/admin", "shop/public"],
-      ["/%C3%BCber", "shop/uber"],
-      ["/\xc3\xbcber", "shop/uber"],
-      ["/\xc3\xbcber/", "shop/public"],
+    const cases: [string, string, string][] = [
+      // [target sent, service routed, target the backend gets]
+      ["/admin", "shop/admin", "/admin"],
+      ["/admin/", "shop/admin", "/admin/"],
+      ["/adminx", "shop/public", "/adminx"],
+      ["/public/../admin", "shop/admin", "/admin"],
+      ["/public/%2e%2e/admin", "shop/admin", "/admin"],
+      ["/public/.%2E/admin", "shop/admin", "/admin"],
+      ["/public/%2E./admin/x", "shop/admin", "/admin/x"],
+      ["/public\\..\\admin", "shop/admin", "/admin"],
+      ["/%2e%2e/%2e%2e/admin", "shop/admin", "/admin"],
+      ["/../admin", "shop/admin", "/admin"],
+      ["/admin/../public", "shop/public", "/public"],
+      ["/admin/%2e%2e/public", "shop/public", "/public"],
+      ["//admin", "shop/admin", "/admin"],
+      ["/./admin", "shop/admin", "/admin"],
+      ["/%2e/admin", "shop/admin", "/admin"],
+      ["/admin/.", "shop/admin", "/admin/"],
+      ["/%61dmin/x", "shop/admin", "/admin/x"],
+      ["/%41dmin", "shop/public", "/Admin"],
+      ["/admin?x=/../public", "shop/admin", "/admin?x=/../public"],
+      ["/public?/admin", "shop/public", "/public?/admin"],
+      ["/%C3%BCber", "shop/uber", "/%C3%BCber"],
+      ["/\xc3\xbcber", "shop/uber", "/%C3%BCber"],
+      ["/\xc3\xbcber/", "shop/public", "/%C3%BCber/"],
       // Choices that match nginx's $uri and Envoy's defaults, pinned here on purpose: case is
       // significant (Kubernetes: Exact and Prefix are case-sensitive), `%2F` is not a separator,
       // and `;` is an ordinary character (a Tomcat/Spring backend reading `/admin;x` as `/admin`
-      // is reached through the `/` rule — only that backend's own rules protect it).
-      ["/ADMIN", "shop/public"],
-      ["/admin%2Fx", "shop/public"],
-      ["/public/..%2Fadmin", "shop/public"],
-      ["/admin;jsessionid=1", "shop/public"],
+      // is reached through the `/` rule — only that backend's own rules protect it). A dot
+      // segment behind `%2F` gets 400 (hostile_routing_test.ts).
+      ["/ADMIN", "shop/public", "/ADMIN"],
+      ["/admin%2Fx", "shop/public", "/admin%2Fx"],
+      ["/admin;jsessionid=1", "shop/public", "/admin;jsessionid=1"],
     ];
-    for (const [target, service] of cases) {
+    for (const [target, service, forwarded] of cases) {
       const response = await ask(world.port, get(target, SHOP));
       assertEquals(response.status, 200, target);
       const echo = echoOf(response);
-      assertEquals([echo.service, echo.target], [service, target], target);
+      assertEquals([echo.service, echo.target], [service, forwarded], target);
     }
     const seen = world.mark();
     assertEquals((await ask(world.port, get("/admin#frag", SHOP))).status, 400);
@@ -249,7 +250,7 @@ Deno.test("a percent-escape in lowercase hex routes like the same escape in uppe
   await withWorld(async (world) => {
     for (const target of ["/%c3%bcber", "/%C3%bcber", "/%c3%BCber"]) {
       const echo = await askEcho(world.port, get(target, SHOP));
-      assertEquals([echo.service, echo.target], ["shop/uber", target], target);
+      assertEquals([echo.service, echo.target], ["shop/uber", "/%C3%BCber"], target);
     }
   });
 });
@@ -283,8 +284,8 @@ Deno.test("the HTTPS redirect never points at another host, whatever the target"
       const seen = world.mark();
       const cases: [string, string, string][] = [
         // [target, Host, Location]
-        ["//evil.example/x", "secure.example.com", "https://secure.example.com//evil.example/x"],
-        ["/\\evil.example/", "secure.example.com", "https://secure.example.com/\\evil.example/"],
+        ["//evil.example/x", "secure.example.com", "https://secure.example.com/evil.example/x"],
+        ["/\\evil.example/", "secure.example.com", "https://secure.example.com/evil.example/"],
         [
           "/%2F%2Fevil.example",
           "secure.example.com",

@@ -26,7 +26,12 @@ import {
   isWebSocketUpgrade,
 } from "./forwarded_headers.ts";
 import { parseRequestTarget } from "./request_target.ts";
-import { sendUpstream, type UpstreamRequest, type UpstreamResponse } from "./upstream_client.ts";
+import {
+  isReplayable,
+  sendUpstream,
+  type UpstreamRequest,
+  type UpstreamResponse,
+} from "./upstream_client.ts";
 import { UpstreamError, type UpstreamErrorKind } from "./upstream_error.ts";
 import { endpointKey, UpstreamPool } from "./upstream_pool.ts";
 import {
@@ -299,7 +304,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       return plain(431);
     }
     let where = parseRequestTarget(url, hostHeader);
-    if (where === undefined) {
+    // Ambiguous: a dot segment behind an escaped slash, which a backend decoding `%2F` would
+    // resolve out of the routed path.
+    if (where === undefined || where.ambiguous) {
       log(400, { error: "bad-request" });
       return plain(400);
     }
@@ -364,7 +371,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       log(308, routed);
       return new Response(null, {
         status: 308,
-        headers: [["Location", `https://${where.hostname}${port}${where.target}`]],
+        headers: [["Location", `https://${where.hostname}${port}${locationPath(where.forward)}`]],
       });
     }
     if (match.backend.endpoints.length === 0) {
@@ -426,7 +433,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
 
     const request: UpstreamRequest = {
       method,
-      target: where.target,
+      // The path routed on (dot segments resolved, slashes merged), not the one received: a
+      // backend resolving the received one its own way could reach another rule's path.
+      target: where.forward,
       headers: forwarded.headers,
       body,
       contentLength: streamLength,
@@ -458,7 +467,12 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         failure = error instanceof UpstreamError
           ? error
           : new UpstreamError("reset", "Cannot proxy", { cause: error });
-        if (failure.kind !== "connect-failed" && failure.kind !== "connect-timeout") break;
+        // Another endpoint gets the request when this one could not be reached, or (an
+        // idempotent, replayable request) reset it before any answer, as nginx's
+        // `proxy_next_upstream error` does.
+        const retry = failure.kind === "connect-failed" || failure.kind === "connect-timeout" ||
+          (failure.kind === "reset" && failure.beforeResponse && isReplayable(request));
+        if (!retry) break;
         balancer.markDown(endpoint);
         (tried ??= new Set()).add(endpointKey(endpoint));
       }
@@ -543,6 +557,8 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     const headers = forwardResponseHeaders(upstream.headers, {
       connectionTokens: upstream.connectionTokens,
       hsts: secure && match.tls ? hsts : undefined,
+      // RFC 6797 section 7.2: never over plain HTTP, whoever set it.
+      ...(secure ? {} : { drop: PLAIN_HTTP_DROP_RESPONSE }),
     });
     let response: Response;
     try {
@@ -585,6 +601,20 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     closeWebSockets: { value: closeWebSockets },
   });
   return handler;
+}
+
+/** Response fields a backend may not send a plain-HTTP client through Sluice. */
+const PLAIN_HTTP_DROP_RESPONSE: ReadonlySet<string> = new Set(["strict-transport-security"]);
+
+/**
+ * A request target as a `Location` path: Deno hands over the target's UTF-8
+ * as characters, which a header would carry as Latin-1 bytes; characters
+ * outside visible ASCII are percent-encoded as UTF-8 instead.
+ */
+function locationPath(target: string): string {
+  return /^[\x21-\x7e]*$/.test(target)
+    ? target
+    : target.replace(/[^\x21-\x7e]+/g, (run) => encodeURIComponent(run));
 }
 
 function hstsValue(options: HstsOptions | undefined): string | undefined {

@@ -98,7 +98,7 @@ Deno.test("proxy sends the backend the client's fields in wire order and case, d
     );
     strictEqual(response.status, 200);
     const echo = echoJson(response);
-    strictEqual(echo.target, "/a/../b?q=%20x&y");
+    strictEqual(echo.target, "/b?q=%20x&y");
     assertEquals(withoutForwarding(echo.headers), [
       ["Host", HOST],
       ["Zeta", "1"],
@@ -523,12 +523,12 @@ Deno.test("proxy answers 431 for oversized header sections, 400 for bad hosts, 5
   }, { maxHeaderBytes: 4096 });
 });
 
-Deno.test("proxy routes on the normalised path but forwards the target as sent", async () => {
+Deno.test("proxy routes on the normalised path and forwards that path, not the target as sent", async () => {
   await withProxy(async ({ proxy }) => {
     const targets = ["/public/../admin/x", "/%61dmin/x", "//admin/x", "/public/x"];
     for (const target of targets) {
       const response = await raw(proxy, `GET ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-      strictEqual(echoJson(response).target, target);
+      strictEqual(echoJson(response).target, target.startsWith("/public/x") ? target : "/admin/x");
     }
     await waitUntil(() => proxy.accessLog.length === targets.length);
     assertEquals(proxy.accessLog.map((e) => e.service), [

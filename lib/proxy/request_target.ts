@@ -13,8 +13,20 @@
  * merged, dot segments resolved (also `%2e`), percent-encoded unreserved
  * characters decoded and other escapes in uppercase hex, so `/%61dmin` and
  * `/public/../admin` route as `/admin`, and `/%c3%bc` as `/%C3%BC`.
- * The backend still receives the target exactly as sent (nginx `proxy_pass`
- * without a URI does the same).
+ * `target` is the target as received (for logs); `forward` is what to send
+ * the backend: the routed path with the query as received, so a backend
+ * resolving dot segments, `%2e` or `//` its own way (WHATWG URL keeps empty
+ * segments, Express routes on the undecoded path, `//x` reads as a host)
+ * cannot land on a path the route table did not choose (Envoy's
+ * `normalize_path` + `merge_slashes` and Traefik forward the normalised
+ * path too). A path already in normal form is forwarded byte for byte.
+ *
+ * Refused (400) because backends resolve them to a path Sluice cannot see:
+ * `%00` in the path (nginx refuses it too), and a `.` or `..` segment behind
+ * `;` parameters (`/public/..;/admin`: Tomcat and Jetty drop `;…` from each
+ * segment, then resolve it). `ambiguous` marks a `.` or `..` hidden behind an
+ * escaped slash or backslash (`/public/..%2Fadmin`), which a backend that
+ * decodes `%2F` (nginx does) resolves out of the routed path.
  *
  * Pure; no Deno APIs.
  *
@@ -29,10 +41,18 @@ export interface RequestTarget {
   readonly authority: string;
   /** The host part of `authority` (IPv6 with brackets). */
   readonly hostname: string;
-  /** Path and query to forward, as received (`/a/../b?x=%20`); "/" when empty. */
+  /** Path and query as received (`/a/../b?x=%20`); "/" when empty. For logs. */
   readonly target: string;
   /** Normalised path for route lookup, without the query. */
   readonly routePath: string;
+  /** Path and query to send the backend: `routePath` and the query as received (`/b?x=%20`). */
+  readonly forward: string;
+  /**
+   * True when a `.` or `..` segment hides behind an escaped slash or
+   * backslash (`/public/..%2Fadmin`): a backend decoding `%2F` or `%5C`
+   * would resolve it out of the routed path. Answer 400.
+   */
+  readonly ambiguous: boolean;
 }
 
 const AUTHORITY = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*)|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
@@ -72,17 +92,32 @@ export function parseRequestTarget(
   const path = query === -1 ? rest : rest.slice(0, query);
   const routePath = normalizeRoutePath(path);
   if (routePath === undefined) return undefined;
-  return { authority, hostname: hostOf(authority), target: rest, routePath };
+  const forward = routePath === path
+    ? rest
+    : query === -1
+    ? routePath
+    : routePath + rest.slice(query);
+  return {
+    authority,
+    hostname: hostOf(authority),
+    target: rest,
+    routePath,
+    forward,
+    ambiguous: hidesEscapedDotSegment(routePath),
+  };
 }
 
 /**
  * Normalises a path for routing: merge slashes, resolve dot segments, decode
  * escaped unreserved characters.
  *
- * @returns undefined when the path cannot be parsed.
+ * @returns undefined when the path cannot be parsed, holds `%00`, or has a
+ * `.` or `..` segment followed by `;` parameters.
  */
 export function normalizeRoutePath(path: string): string | undefined {
   if (isPlainPath(path)) return path;
+  // A NUL ends the path for C backends (checked before dot segments could drop it).
+  if (path.includes("%00")) return undefined;
   const merged = path.replace(/\/{2,}/g, "/");
   let resolved: string;
   try {
@@ -94,7 +129,21 @@ export function normalizeRoutePath(path: string): string | undefined {
   resolved = normalizeEscapes(resolved);
   // Decoding cannot create "/" but can create "." segments ("/%2E%2E" is already
   // resolved by URL; "/a%2E" is not a segment). Merge once more for "//" from "\\".
-  return resolved.replace(/\/{2,}/g, "/");
+  resolved = resolved.replace(/\/{2,}/g, "/");
+  // "..;x" is ".." to Tomcat and Jetty, which drop ";" parameters from each segment.
+  return DOT_SEGMENT_WITH_PARAMS.test(resolved) ? undefined : resolved;
+}
+
+const DOT_SEGMENT_WITH_PARAMS = /\/\.\.?;/;
+const ESCAPED_DOT_SEGMENT = /(?:^|\/|%2F|%5C)\.\.?(?:$|\/|%2F|%5C|;)/;
+
+/**
+ * Whether a normalised path holds a `.` or `..` segment once `%2F` and `%5C`
+ * are read as separators (escapes are in uppercase hex there). Plain dot
+ * segments are resolved already, so any match involves an escaped separator.
+ */
+function hidesEscapedDotSegment(routePath: string): boolean {
+  return routePath.includes("%") && ESCAPED_DOT_SEGMENT.test(routePath);
 }
 
 /**
@@ -117,8 +166,12 @@ function isPlainPath(path: string): boolean {
   let dots = 0;
   for (let i = 1; i <= path.length; i++) {
     const c = i === path.length ? 47 : path.charCodeAt(i);
-    if (c === 47) {
+    if (c === 47 || c === 59 /* ; */) {
       if (segment === dots && (dots === 1 || dots === 2)) return false;
+      if (c === 59) {
+        segment++;
+        continue;
+      }
       if (segment === 0 && i < path.length) return false;
       segment = dots = 0;
       continue;

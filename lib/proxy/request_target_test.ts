@@ -9,6 +9,8 @@ Deno.test("parseRequestTarget() takes the authority from Host and the target ver
       hostname: "Shop.Example.com",
       target: "/a/../b?x=%20",
       routePath: "/b",
+      forward: "/b?x=%20",
+      ambiguous: false,
     },
   );
   assertEquals(parseRequestTarget("http://[::1]:80/", "[::1]:80")?.hostname, "[::1]");
@@ -82,4 +84,66 @@ Deno.test("normalizeRoutePath() returns plain paths as the URL parser would", ()
   assertEquals(normalizeRoutePath("/a/."), "/a/");
   assertEquals(normalizeRoutePath("/%61dmin"), "/admin");
   assertEquals(normalizeRoutePath("/caf\u00e9"), "/caf%C3%A9");
+});
+
+Deno.test("parseRequestTarget() forwards the routed path with the query as received", () => {
+  const cases: [string, string][] = [
+    ["/plain/path?q=%2F..%2F", "/plain/path?q=%2F..%2F"],
+    ["/admin/%2e%2e/public?a=/../b", "/public?a=/../b"],
+    ["//public/admin", "/public/admin"],
+    ["/admin/a//../..", "/"],
+    ["/%61dmin/%c3%bc", "/admin/%C3%BC"],
+    ["/a\\..\\b", "/b"],
+    ["/\u00fc?x", "/%C3%BC?x"],
+    ["?only=query", "/?only=query"],
+  ];
+  for (const [target, forward] of cases) {
+    const url = "http://a.com" + target;
+    assertEquals(parseRequestTarget(url, "a.com")?.forward, forward, target);
+  }
+});
+
+Deno.test("parseRequestTarget() refuses %00 and dot segments carrying ;parameters", () => {
+  for (
+    const target of [
+      "/admin%00.html",
+      "/a/%00/b",
+      "/public/..;/admin",
+      "/public/..;jsessionid=1/admin",
+      "/public/.;/admin",
+      "/public/%2e%2e;/admin",
+      "/public/.%2E;x/admin",
+      "/..;",
+    ]
+  ) {
+    assertEquals(parseRequestTarget("http://a.com" + target, "a.com"), undefined, target);
+  }
+  // `;` elsewhere, and "%00" in the query, are ordinary.
+  for (const target of ["/a;b/c", "/a/b..;c", "/.x;/y", "/...;/z", "/a?x=%00", "/a;/..;x"]) {
+    const where = parseRequestTarget("http://a.com" + target, "a.com");
+    if (target === "/a;/..;x") assertEquals(where, undefined, target);
+    else assertEquals(where?.target, target, target);
+  }
+});
+
+Deno.test("parseRequestTarget() marks a dot segment hidden behind an escaped slash or backslash as ambiguous", () => {
+  const ambiguous = [
+    "/public/..%2Fadmin",
+    "/public/..%2fadmin",
+    "/public%2F..%2Fadmin",
+    "/public/..%5Cadmin",
+    "/public/%2e%2e%2Fadmin",
+    "/public/.%2E%5cadmin",
+    "/public%2F..",
+    "/public%2F.",
+    "/x%2F..;y/z",
+  ];
+  for (const target of ambiguous) {
+    assertEquals(parseRequestTarget("http://a.com" + target, "a.com")?.ambiguous, true, target);
+  }
+  for (
+    const target of ["/group%2Fproject", "/a%2F...%2Fb", "/a%2F.x", "/a..%2Fb", "/a/..", "/x%5C"]
+  ) {
+    assertEquals(parseRequestTarget("http://a.com" + target, "a.com")?.ambiguous, false, target);
+  }
 });

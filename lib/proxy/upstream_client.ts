@@ -113,15 +113,13 @@ export async function sendUpstream(
   if (isAborted(request.signal)) {
     throw new UpstreamError("aborted", "Cannot proxy: client went away");
   }
-  const conn = pool.takeIdle(endpoint) ?? await pool.connect(endpoint);
+  const signal = request.signal;
+  const conn = pool.takeIdle(endpoint) ?? await pool.connect(endpoint, { signal });
   try {
     return await exchange(pool, conn, request);
   } catch (error) {
-    const replayable = IDEMPOTENT.has(request.method) &&
-      (request.body === null || request.body instanceof Uint8Array) &&
-      request.signal?.aborted !== true;
-    if (error instanceof UpstreamError && error.staleConnection && replayable) {
-      const fresh = await pool.connect(endpoint);
+    if (error instanceof UpstreamError && error.staleConnection && isReplayable(request)) {
+      const fresh = await pool.connect(endpoint, { signal });
       return await exchange(pool, fresh, request);
     }
     throw error;
@@ -335,8 +333,21 @@ async function exchange(
 
   const next = bodyReader(conn, responseHead);
   let bytes = 0;
+  let onStall: (() => void) | undefined;
   const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      // The client took nothing for the I/O timeout: the pool closed the connection.
+      onStall = () => {
+        const error = new UpstreamError(
+          "timeout",
+          "Cannot relay body: the client took nothing within the timeout",
+        );
+        finish(false, bytes, error);
+        controller.error(error);
+      };
+    },
     async pull(controller) {
+      conn.consumerReady();
       try {
         const chunk = await next();
         if (chunk === null) {
@@ -345,6 +356,7 @@ async function exchange(
         } else {
           bytes += chunk.length;
           controller.enqueue(chunk);
+          conn.waitForConsumer(onStall!);
         }
       } catch (error) {
         const upstreamError = aborted
@@ -361,6 +373,17 @@ async function exchange(
     },
   }, BODY_QUEUE);
   return answer(stream);
+}
+
+/**
+ * Whether `request` may be sent again after it failed on the wire before any
+ * answer: its method is idempotent (RFC 9110 section 9.2.2), its body is
+ * buffered (a stream cannot be read twice), and its client is still there.
+ */
+export function isReplayable(request: UpstreamRequest): boolean {
+  return IDEMPOTENT.has(request.method) &&
+    (request.body === null || request.body instanceof Uint8Array) &&
+    request.signal?.aborted !== true;
 }
 
 function isAborted(signal: AbortSignal | undefined): boolean {

@@ -61,6 +61,8 @@ export class UpstreamConnection {
   #onDead: ((conn: UpstreamConnection) => void) | undefined;
   #readSince = 0;
   #writeSince = 0;
+  #consumerSince = 0;
+  #onStall: (() => void) | undefined;
   #timedOut = false;
   #bytesReadThisExchange = 0;
 
@@ -91,6 +93,29 @@ export class UpstreamConnection {
     return this.#writeSince;
   }
 
+  /** Since when a body chunk handed on has waited for the consumer to take it, or 0. */
+  get consumerSince(): number {
+    return this.#consumerSince;
+  }
+
+  /**
+   * A body chunk was handed on (to the client's response): until
+   * {@linkcode consumerReady}, the consumer is stalled, and if that lasts
+   * past the I/O timeout the pool closes the connection and `onStall` runs
+   * (nothing is pending on the socket to fail). Without it, a client that
+   * stops reading a download would hold the backend connection forever.
+   */
+  waitForConsumer(onStall: () => void): void {
+    this.#consumerSince = this.#clock.now || 1;
+    this.#onStall = onStall;
+  }
+
+  /** The consumer asked for more: it is not stalled. */
+  consumerReady(): void {
+    this.#consumerSince = 0;
+    this.#onStall = undefined;
+  }
+
   get closed(): boolean {
     return this.#state === "closed";
   }
@@ -102,6 +127,7 @@ export class UpstreamConnection {
 
   /** Marks the start of a new exchange on this connection (taken from the pool or new). */
   activate(): void {
+    this.consumerReady();
     this.#state = "active";
     this.requests++;
     this.#bytesReadThisExchange = 0;
@@ -135,10 +161,17 @@ export class UpstreamConnection {
     this.#onDead?.(this);
   };
 
-  /** Aborts pending I/O because a deadline passed; the pending call rejects with a `timeout`. */
+  /**
+   * Aborts pending I/O because a deadline passed; the pending call rejects
+   * with a `timeout`, or, when the consumer was the one stalled, its
+   * `onStall` runs.
+   */
   timeout(): void {
+    const onStall = this.#consumerSince === 0 ? undefined : this.#onStall;
+    this.consumerReady();
     this.#timedOut = true;
     this.close();
+    onStall?.();
   }
 
   close(): void {
@@ -159,6 +192,10 @@ export class UpstreamConnection {
       while (offset < bytes.length) {
         offset += await this.#conn.write(offset === 0 ? bytes : bytes.subarray(offset));
       }
+      // A read pending meanwhile (the response head, while a request body is still being
+      // sent) waits from the last byte sent: the backend is not idle while it takes the
+      // body (nginx too arms its read timeout once the request is sent).
+      if (this.#readSince !== 0) this.#readSince = this.#clock.now || 1;
     } catch (error) {
       throw this.#ioError(error, "write");
     } finally {
@@ -192,9 +229,7 @@ export class UpstreamConnection {
           throw new UpstreamError(
             "reset",
             "Cannot read response: connection closed before any byte",
-            {
-              staleConnection: this.requests > 1,
-            },
+            { staleConnection: this.requests > 1, beforeResponse: true },
           );
         }
         throw new UpstreamError(
@@ -409,6 +444,7 @@ export class UpstreamConnection {
     return new UpstreamError("reset", `Cannot ${op}: connection failed`, {
       cause: error,
       staleConnection: this.requests > 1 && this.#bytesReadThisExchange === 0,
+      beforeResponse: this.#bytesReadThisExchange === 0,
     });
   }
 }

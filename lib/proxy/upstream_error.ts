@@ -35,14 +35,22 @@ export class UpstreamError extends Error {
    * and an idempotent request may be replayed on a fresh connection.
    */
   readonly staleConnection: boolean;
+  /**
+   * True for a `reset` before any byte of a response arrived, on a fresh or a
+   * reused connection: a request that `isReplayable()` (upstream_client.ts) says may be
+   * sent again can go to another endpoint (RFC 9110 section 9.2.2), as
+   * nginx's `proxy_next_upstream error` does.
+   */
+  readonly beforeResponse: boolean;
 
   constructor(
     kind: UpstreamErrorKind,
     message: string,
-    options: { cause?: unknown; staleConnection?: boolean } = {},
+    options: { cause?: unknown; staleConnection?: boolean; beforeResponse?: boolean } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.kind = kind;
     this.staleConnection = options.staleConnection ?? false;
+    this.beforeResponse = options.beforeResponse ?? this.staleConnection;
   }
 }

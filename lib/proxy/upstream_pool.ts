@@ -5,11 +5,15 @@
  *
  * One timer sweeps at a fraction of the smallest timeout: it closes active
  * connections whose pending read or write has waited longer than the idle
- * timeout (the waiting call then fails with a `timeout`), and pooled
+ * timeout (the waiting call then fails with a `timeout`), or whose response
+ * body has waited that long for the client to take a chunk, and pooled
  * connections idle for longer than `idleTimeoutMs`. Per-read timers would cost
  * a timer per chunk; the sweep costs one field read per I/O call: connections
  * stamp their I/O with a coarse clock the sweeper advances, and deadlines are
  * checked with one tick of slack (late by at most two ticks, never early).
+ *
+ * A connection that an endpoint's DNS name (an ExternalName Service) led to
+ * this host's loopback is closed before any byte and refused.
  *
  * Knows nothing of HTTP; never consults HTTP_PROXY or any environment.
  *
@@ -17,6 +21,7 @@
  */
 
 import type { Endpoint } from "../routing/snapshot.ts";
+import { parseIp } from "./cidr.ts";
 import { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 
@@ -30,7 +35,10 @@ export type Connector = (options: {
 export interface UpstreamPoolOptions {
   /** Connect timeout in ms. Default 5,000. */
   connectTimeoutMs?: number;
-  /** Longest wait for a single read or write on an active connection, in ms. Default 60,000. Never a total cap. */
+  /**
+   * Longest wait for a single read or write on an active connection, or for the client to take
+   * a chunk of the response body, in ms. Default 60,000. Never a total cap.
+   */
   ioTimeoutMs?: number;
   /** Pooled connections kept per endpoint. Default 64. */
   maxIdlePerEndpoint?: number;
@@ -75,6 +83,29 @@ const defaultConnect: Connector = async (options) => {
   return conn;
 };
 
+/**
+ * The peer address of `conn` when `address` is a DNS name (an ExternalName
+ * Service) that led to this host (loopback or unspecified), else undefined.
+ *
+ * Translation refuses names that are loopback by their spelling (`localhost`,
+ * `127.1`), but only the resolver knows the rest: /etc/hosts maps
+ * `ip6-localhost` to `::1` in every Kubernetes pod, and a DNS record may
+ * point anywhere. Without this, anyone allowed to create a Service and an
+ * Ingress could reach ports the controller's pod listens on only on loopback
+ * (a sidecar's admin port, Sluice's own inner HTTPS relay). The check costs
+ * nothing for endpoints given by address (pod IPs), which are never refused.
+ */
+function loopbackByName(address: string, conn: Deno.Conn): string | undefined {
+  if (parseIp(address) !== undefined) return undefined;
+  const peer = (conn.remoteAddr as Deno.NetAddr).hostname;
+  const bytes = parseIp(peer);
+  if (bytes === undefined) return undefined;
+  if (bytes.length === 4) return bytes[0] === 127 || bytes[0] === 0 ? peer : undefined;
+  // ::1 and ::, the IPv6 loopback and unspecified addresses.
+  for (let i = 0; i < 15; i++) if (bytes[i] !== 0) return undefined;
+  return bytes[15]! <= 1 ? peer : undefined;
+}
+
 /** A pool of keep-alive connections. Close it when done (tests: at the end of each test). */
 export class UpstreamPool {
   readonly connectTimeoutMs: number;
@@ -111,15 +142,22 @@ export class UpstreamPool {
 
   /**
    * A new connection to `endpoint`, activated ({@linkcode takeIdle} first for
-   * a pooled one).
+   * a pooled one). `signal` is the client's: its abort stops the connect.
    *
-   * @throws {UpstreamError} `connect-failed` or `connect-timeout`.
+   * @throws {UpstreamError} `connect-failed`, `connect-timeout`, or `aborted`.
    */
-  async connect(endpoint: Endpoint): Promise<UpstreamConnection> {
+  async connect(
+    endpoint: Endpoint,
+    options: { signal?: AbortSignal | undefined } = {},
+  ): Promise<UpstreamConnection> {
     if (this.#closed) throw new UpstreamError("connect-failed", "Cannot connect: pool is closed");
     this.#ensureSweeper();
     const key = endpointKey(endpoint);
-    const conn = new UpstreamConnection(await this.#open(endpoint, key), key, this.#clock);
+    if (options.signal?.aborted === true) {
+      throw new UpstreamError("aborted", "Cannot connect: client went away");
+    }
+    const socket = await this.#open(endpoint, key, options.signal);
+    const conn = new UpstreamConnection(socket, key, this.#clock);
     if (this.#closed) {
       conn.close();
       throw new UpstreamError("connect-failed", "Cannot connect: pool is closed");
@@ -182,20 +220,27 @@ export class UpstreamPool {
     this.#idle.clear();
   }
 
-  async #open(endpoint: Endpoint, key: string): Promise<Deno.Conn> {
+  async #open(endpoint: Endpoint, key: string, signal?: AbortSignal): Promise<Deno.Conn> {
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       controller.abort();
     }, this.connectTimeoutMs);
+    // The client leaving stops a slow connect (a black-holed endpoint) at once.
+    const onAbort = () => controller.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let conn: Deno.Conn;
     try {
-      return await this.#connector({
+      conn = await this.#connector({
         hostname: endpoint.address,
         port: endpoint.port,
         signal: controller.signal,
       });
     } catch (error) {
+      if (signal?.aborted === true && !timedOut) {
+        throw new UpstreamError("aborted", "Cannot connect: client went away", { cause: error });
+      }
       if (timedOut) {
         throw new UpstreamError(
           "connect-timeout",
@@ -206,7 +251,17 @@ export class UpstreamPool {
       throw new UpstreamError("connect-failed", `Cannot connect to "${key}"`, { cause: error });
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
     }
+    const refused = loopbackByName(endpoint.address, conn);
+    if (refused !== undefined) {
+      conn.close();
+      throw new UpstreamError(
+        "connect-failed",
+        `Cannot connect to "${key}": the name resolves to loopback address "${refused}", which is refused`,
+      );
+    }
+    return conn;
   }
 
   #onDead = (conn: UpstreamConnection): void => this.#forget(conn);
@@ -234,7 +289,11 @@ export class UpstreamPool {
     for (const conn of this.#active) {
       const read = conn.readSince;
       const write = conn.writeSince;
-      if ((read !== 0 && now - read > ioLimit) || (write !== 0 && now - write > ioLimit)) {
+      const consumer = conn.consumerSince;
+      if (
+        (read !== 0 && now - read > ioLimit) || (write !== 0 && now - write > ioLimit) ||
+        (consumer !== 0 && now - consumer > ioLimit)
+      ) {
         conn.timeout();
       }
     }

@@ -1,0 +1,159 @@
+/**
+ * TEST-ONLY (folder-private): loopback backends for `hostile_upstream_test.ts`
+ * that can stop listening while their connections stay open (a pod going
+ * away), come back on a port they had, and count what reached them. Built on
+ * {@linkcode ScriptedConn} from `tests/support/scripted_backend.ts`. Not part
+ * of Sluice.
+ *
+ * @module
+ */
+
+import { closeQuietly } from "../../tests/support/raw_http.ts";
+import { ScriptedConn } from "../../tests/support/scripted_backend.ts";
+import type { Endpoint } from "../routing/snapshot.ts";
+
+/** A backend whose listener and connections have separate lifetimes. */
+export interface UpstreamBackend {
+  readonly port: number;
+  readonly endpoint: Endpoint;
+  /** Every connection accepted, by index. */
+  readonly connections: readonly ScriptedConn[];
+  /** Connections whose script has not returned yet. */
+  readonly open: number;
+  /** Stops accepting (connects are refused from now on); open connections stay. */
+  stopListening(): void;
+  /** Stops listening and closes every connection; waits for the scripts. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a backend on 127.0.0.1 (`port` 0: any free one); each connection
+ * runs `script` and is closed when it returns.
+ *
+ * @throws {Deno.errors.AddrInUse} when `port` is taken.
+ */
+export function startBackend(
+  script: (conn: ScriptedConn, backend: UpstreamBackend) => Promise<void>,
+  options: { port?: number } = {},
+): UpstreamBackend {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: options.port ?? 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  const connections: ScriptedConn[] = [];
+  const running = new Set<Promise<void>>();
+  let listening = true;
+  let open = 0;
+  const backend: UpstreamBackend = {
+    port,
+    endpoint: { address: "127.0.0.1", port },
+    connections,
+    get open() {
+      return open;
+    },
+    stopListening() {
+      if (!listening) return;
+      listening = false;
+      closeQuietly(listener);
+    },
+    async close() {
+      backend.stopListening();
+      await accepting;
+      for (const conn of connections) conn.close();
+      await Promise.all([...running]);
+    },
+  };
+  const accepting = (async () => {
+    for await (const raw of listener) {
+      const conn = new ScriptedConn(raw, connections.length);
+      connections.push(conn);
+      open++;
+      const task = script(conn, backend).catch(() => {}).finally(() => {
+        open--;
+        conn.close();
+        running.delete(task);
+      });
+      running.add(task);
+    }
+  })().catch(() => {});
+  return backend;
+}
+
+/** A well-framed 200 with `body`. */
+export function ok(body: string): string {
+  return `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+}
+
+/**
+ * Reads a request's body by its head's framing (Content-Length or chunked);
+ * its length, or -1 when the connection ended first.
+ */
+export async function readBody(conn: ScriptedConn, head: string): Promise<number> {
+  const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
+  if (length !== null) {
+    const declared = Number(length[1]);
+    return (await conn.readLength(declared, () => {})) === declared ? declared : -1;
+  }
+  if (!/\r\ntransfer-encoding:\s*chunked/i.test(head)) return 0;
+  let got = 0;
+  return (await conn.readChunked((data) => got += data.length)) ? got : -1;
+}
+
+/** The request line of `head` without its version: `"GET /path"`. */
+export function requestLine(head: string): string {
+  return head.slice(0, head.indexOf(" HTTP/"));
+}
+
+/** A {@linkcode countingBackend}: what it saw, one `"METHOD /target bodyLength"` per request. */
+export interface CountingBackend extends UpstreamBackend {
+  readonly seen: string[];
+}
+
+/** A keep-alive backend answering every request with `ok(name)` once it has read its body. */
+export function countingBackend(name: string, options: { port?: number } = {}): CountingBackend {
+  const seen: string[] = [];
+  const backend = startBackend(async (conn) => {
+    for (;;) {
+      const head = await conn.readHead();
+      if (head === null) return;
+      const length = await readBody(conn, head);
+      seen.push(`${requestLine(head)} ${length}`);
+      if (length < 0) return;
+      await conn.write(ok(name));
+    }
+  }, options);
+  return Object.assign(backend, { seen });
+}
+
+/** A loopback port with nothing listening (just released by the kernel). */
+export function closedPort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/**
+ * A loopback port whose listener never accepts and whose accept queue is
+ * full: the kernel drops further SYNs, so connects to it hang (a black-holed
+ * endpoint, without leaving loopback). Close it at the end of the test.
+ */
+export async function blackholedPort(): Promise<{ port: number; close(): void }> {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0, tcpBacklog: 1 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  const fillers: Deno.Conn[] = [];
+  for (;;) {
+    const filler = await Deno.connect({
+      hostname: "127.0.0.1",
+      port,
+      signal: AbortSignal.timeout(200),
+    }).catch(() => undefined);
+    if (filler === undefined) break;
+    fillers.push(filler);
+  }
+  return {
+    port,
+    close() {
+      for (const filler of fillers) closeQuietly(filler);
+      closeQuietly(listener);
+    },
+  };
+}
