@@ -81,6 +81,7 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
       hostname,
       httpPort: config.httpPort,
       httpsPort: config.httpsPort,
+      httpClientTimeouts: config.httpClientTimeouts,
       handlerOptions,
       logging: { level: config.logLevel, format: config.logFormat },
     },

@@ -37,6 +37,7 @@ export interface Config {
   readonly logFormat: "json" | "pretty";
   readonly accessLog: boolean;
   readonly sslRedirect: boolean;
+  readonly httpClientTimeouts: boolean;
   readonly hsts: boolean;
   readonly hstsMaxAgeSeconds: number;
   /** Port named in HTTP→HTTPS redirects (the Service's HTTPS port, not the listener's). */
@@ -208,6 +209,14 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "boolean",
     default: "true",
     help: "Redirect HTTP to HTTPS (308) for hosts with TLS",
+  },
+  {
+    name: "http-client-timeouts",
+    key: "httpClientTimeouts",
+    kind: "boolean",
+    default: "false",
+    help:
+      "Close plain-HTTP connections silent for 30s or idle for 75s, as HTTPS does (relays them: slower)",
   },
   {
     name: "hsts",

@@ -1,6 +1,7 @@
 /**
- * One HTTPS connection, relayed: completes the TLS handshake and waits for
- * the client's first bytes (bounded in time), opens a loopback connection to the listener's inner HTTP server,
+ * One client connection, relayed (every HTTPS connection; a plain-HTTP one
+ * when its listener enforces timeouts): completes the TLS handshake if any and
+ * waits for the client's first bytes (bounded in time), opens a loopback connection to the listener's inner HTTP server,
  * registers which client that inner connection stands for, and copies bytes
  * both ways until either side ends.
  *
@@ -26,7 +27,7 @@
  * inner server keeps its request counts up to date.
  */
 export interface RelayPeer {
-  /** The client's address, as the TLS socket saw it. */
+  /** The client's address, as the accepted socket saw it. */
   readonly remoteAddr: Deno.NetAddr;
   /** Requests of this connection in flight (until each response has been sent). */
   requests: number;
@@ -34,11 +35,11 @@ export interface RelayPeer {
   upgraded: boolean;
 }
 
-/** Options of {@linkcode relayTls}. */
+/** Options of {@linkcode relayConnection}. */
 export interface RelayOptions {
   /** The inner HTTP server's loopback address. */
   readonly inner: { readonly hostname: string; readonly port: number };
-  /** How long a client may take to complete its TLS handshake and send its first bytes. */
+  /** How long a client may take (TLS handshake included) to send its first bytes. */
   readonly firstBytesTimeoutMs: number;
   /**
    * A connection with no request in flight and no byte either way for this
@@ -69,6 +70,8 @@ export interface Relay {
 const CLIENT_BUFFER_BYTES = 8 * 1024;
 /** Bytes read at once from the inner server: one full TLS record. */
 const INNER_BUFFER_BYTES = 16 * 1024;
+/** The same toward a plain TCP client: no records to fit, fewer reads for large bodies. */
+const INNER_BUFFER_BYTES_PLAIN = 64 * 1024;
 
 /** Bytes copied by a relay, both ways: the idle check compares two readings. */
 interface Activity {
@@ -105,13 +108,13 @@ function closeQuietly(conn: Deno.Conn): void {
 }
 
 /**
- * Relays one accepted TLS connection into the inner server; resolves when
- * both are closed. Never rejects: a failed handshake, an unreachable inner
+ * Relays one accepted connection (TLS or plain TCP) into the inner server;
+ * resolves when both are closed. Never rejects: a failed handshake, an unreachable inner
  * server or a broken connection just ends the relay. `stop` closes both
  * sides at once (for a relay whose inner side cannot end it, e.g. one still
  * in its handshake at shutdown).
  */
-export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
+export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOptions): Relay {
   let inner: Deno.TcpConn | undefined;
   let stopped = false;
   let idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -128,17 +131,20 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
     // until the client leaves. A partial ClientHello, or a finished handshake without a request,
     // is closed. Pinned by hostile_tls_test.ts.)
     const clientBuffer = new Uint8Array(CLIENT_BUFFER_BYTES);
+    const tls = "handshake" in conn;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let first: number | null;
     try {
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(
-          () => reject(new Error("TLS handshake timed out")),
+          () => reject(new Error("No first bytes in time")),
           options.firstBytesTimeoutMs,
         );
       });
       first = await Promise.race([conn.read(clientBuffer), timeout]);
       if (first === null || stopped) throw new Error("closed before a request");
+      // Plain TCP: small responses go out at once (a TLS socket cannot set it on Deno 2.9.6).
+      if (!tls) (conn as Deno.TcpConn).setNoDelay(true);
       inner = await Deno.connect(options.inner);
     } catch {
       stop();
@@ -182,9 +188,15 @@ export function relayTls(conn: Deno.TlsConn, options: RelayOptions): Relay {
         }),
         // The inner server closed (or failed): the connection is over once the client has it all
         // (closeWrite flushes and sends TLS close_notify; close alone may drop what is buffered).
-        pump(innerConn, conn, new Uint8Array(INNER_BUFFER_BYTES), activity, () => {
-          conn.closeWrite().then(stop, stop);
-        }),
+        pump(
+          innerConn,
+          conn,
+          new Uint8Array(tls ? INNER_BUFFER_BYTES : INNER_BUFFER_BYTES_PLAIN),
+          activity,
+          () => {
+            conn.closeWrite().then(stop, stop);
+          },
+        ),
       ]);
     } catch {
       // The inner server went away before the first bytes were passed on.

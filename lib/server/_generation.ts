@@ -2,7 +2,7 @@
  * One generation of the HTTPS listener: a TLS listening socket (sharing its
  * port with the other generations through `reusePort`) with its own accept
  * loop, handing every accepted connection to the listener, and how it stops
- * accepting.
+ * accepting. A relaying plain-HTTP listener has one, on a TCP socket.
  *
  * Stopping closes the listening socket and nothing else: the connections it
  * accepted are the listener's, and live on (they are relayed into one
@@ -17,13 +17,13 @@
  */
 
 /** Options of {@linkcode Generation}. */
-export interface GenerationOptions {
+export interface GenerationOptions<C extends Deno.Conn<Deno.NetAddr>> {
   readonly id: number;
-  readonly listener: Deno.TlsListener;
-  /** The certificate table's fingerprint this generation's resolver caches answers for. */
-  readonly fingerprint: string;
-  /** Takes over an accepted (not yet handshaken) connection. */
-  readonly onConnection: (conn: Deno.TlsConn, generation: Generation) => void;
+  readonly listener: Deno.Listener<C, Deno.NetAddr>;
+  /** The certificate table's fingerprint this generation's resolver caches answers for (TLS). */
+  readonly fingerprint?: string;
+  /** Takes over an accepted (for TLS, not yet handshaken) connection. */
+  readonly onConnection: (conn: C, generation: Generation<C>) => void;
   /** Reports an accept error other than the socket closing (the loop goes on). */
   readonly onAcceptError: (error: unknown) => void;
 }
@@ -31,8 +31,8 @@ export interface GenerationOptions {
 /** Waits after an accept error (e.g. out of file descriptors) before accepting again. */
 const ACCEPT_RETRY_MS = 100;
 
-/** A TLS listening socket and its accept loop. */
-export class Generation {
+/** A listening socket and its accept loop. */
+export class Generation<C extends Deno.Conn<Deno.NetAddr> = Deno.TlsConn> {
   readonly id: number;
   readonly fingerprint: string;
   readonly addr: Deno.NetAddr;
@@ -40,13 +40,13 @@ export class Generation {
   serverNames = 0;
   /** Connections accepted by this generation and still open. */
   connections = 0;
-  #listener: Deno.TlsListener;
+  #listener: Deno.Listener<C, Deno.NetAddr>;
   #accepting = true;
   #loop: Promise<void>;
 
-  constructor(options: GenerationOptions) {
+  constructor(options: GenerationOptions<C>) {
     this.id = options.id;
-    this.fingerprint = options.fingerprint;
+    this.fingerprint = options.fingerprint ?? "";
     this.#listener = options.listener;
     this.addr = options.listener.addr;
     this.#loop = this.#acceptLoop(options);
@@ -70,9 +70,9 @@ export class Generation {
     return this.#loop;
   }
 
-  async #acceptLoop(options: GenerationOptions): Promise<void> {
+  async #acceptLoop(options: GenerationOptions<C>): Promise<void> {
     while (this.#accepting) {
-      let conn: Deno.TlsConn;
+      let conn: C;
       try {
         conn = await this.#listener.accept();
       } catch (error) {

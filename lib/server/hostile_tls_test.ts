@@ -474,7 +474,7 @@ Deno.test("a partial ClientHello, then silence, is disconnected after firstBytes
 // Deno 2.9.6 limitation, pinned (README, "Known limitations"): closing a TlsConn whose handshake
 // is pending does not close its socket. The relay gives up at the first-bytes timeout and stops
 // counting the connection, but the socket stays open until the client leaves. If one of these
-// fails, Deno changed: the limitation may be gone (update the README and _tls_relay.ts).
+// fails, Deno changed: the limitation may be gone (update the README and _connection_relay.ts).
 Deno.test("Deno 2.9.6 keeps the socket of a client that sends a ClientHello and then nothing", async () => {
   await withListener(stubTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });

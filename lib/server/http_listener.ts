@@ -3,10 +3,21 @@
  * with prior knowledge (`Upgrade: h2c` is answered as HTTP/1.1), on a
  * `reusePort` socket so that every worker can serve the same port.
  *
+ * `Deno.serve` never closes a connection on its own (measured on Deno 2.9.6:
+ * one that sends nothing, half a request head, or nothing after a response
+ * stays open for good), so a client can hold any number of them. With
+ * `relay`, the listener accepts connections itself and relays each into a
+ * loopback `Deno.serve` (`_relay_server.ts`, as HTTPS does), closing one that
+ * sends nothing for `firstBytesTimeoutMs` or sits idle for `idleTimeoutMs`:
+ * one more loopback hop per connection, paid in throughput.
+ *
  * Knows nothing of routing or TLS; it calls a {@linkcode RequestHandler}.
  *
  * @module
  */
+import { componentLogger } from "../log/logging.ts";
+import { Generation } from "./_generation.ts";
+import { RelayServer } from "./_relay_server.ts";
 import {
   type ConnectionInfo,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
@@ -30,6 +41,16 @@ export interface HttpListenerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   readonly onRequest?: (delta: 1 | -1) => void;
+  /**
+   * Own each connection and enforce these timeouts (see the module comment).
+   * Default: `Deno.serve` on the port itself, no timeouts.
+   */
+  readonly relay?: {
+    /** A new connection that sends nothing for this long is closed. */
+    readonly firstBytesTimeoutMs: number;
+    /** A connection with no request in flight and no byte either way for this long is closed. */
+    readonly idleTimeoutMs: number;
+  };
 }
 
 /**
@@ -42,7 +63,9 @@ export interface HttpListenerOptions {
  * ```
  */
 export function listenHttp(handler: RequestHandler, options: HttpListenerOptions): Listener {
-  return new HttpListener(handler, options);
+  return options.relay === undefined
+    ? new HttpListener(handler, options)
+    : new RelayingHttpListener(handler, options, options.relay);
 }
 
 class HttpListener implements Listener {
@@ -89,5 +112,65 @@ class HttpListener implements Listener {
   async #stop(timeoutMs: number): Promise<ShutdownResult> {
     // Aborting Deno.serve's signal after shutdown() began throws inside Deno: do not force.
     return { graceful: await settlesWithin(this.#server.shutdown(), timeoutMs) };
+  }
+}
+
+/** Plain HTTP through relays: the listener owns every client connection. */
+class RelayingHttpListener implements Listener {
+  readonly addr: Deno.NetAddr;
+  readonly finished: Promise<void>;
+  #server: RelayServer;
+  #accepting: Generation<Deno.TcpConn>;
+  #shutdown: Promise<ShutdownResult> | undefined;
+  #resolveFinished: () => void = () => {};
+
+  constructor(
+    handler: RequestHandler,
+    options: HttpListenerOptions,
+    timeouts: NonNullable<HttpListenerOptions["relay"]>,
+  ) {
+    let localPort = 0;
+    this.#server = new RelayServer(handler, {
+      secure: false,
+      ...timeouts,
+      localPort: () => localPort,
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+      ...(options.onRequest === undefined ? {} : { onRequest: options.onRequest }),
+    });
+    let listener: Deno.TcpListener;
+    try {
+      listener = Deno.listen({
+        hostname: options.hostname ?? "0.0.0.0",
+        port: options.port,
+        ...(options.reusePort ?? true ? { reusePort: true } : {}),
+      });
+    } catch (error) {
+      this.#server.abandon();
+      throw error;
+    }
+    this.#accepting = new Generation<Deno.TcpConn>({
+      id: 1,
+      listener,
+      onConnection: (conn) => void this.#server.relay(conn),
+      onAcceptError: (error) =>
+        componentLogger("server").warn("Cannot accept an HTTP connection: {error}", {
+          error: String(error),
+        }),
+    });
+    this.addr = listener.addr;
+    localPort = this.addr.port;
+    this.finished = new Promise((resolve) => this.#resolveFinished = resolve);
+  }
+
+  shutdown(options: ShutdownOptions = {}): Promise<ShutdownResult> {
+    this.#shutdown ??= this.#stop(options.timeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS);
+    return this.#shutdown;
+  }
+
+  async #stop(timeoutMs: number): Promise<ShutdownResult> {
+    await this.#accepting.stopAccepting();
+    const { result, finished } = await this.#server.shutdown(timeoutMs);
+    void finished.then(() => this.#resolveFinished());
+    return result;
   }
 }

@@ -19,14 +19,14 @@
  *   it accepted are not affected.
  * - One *inner* HTTP server (`Deno.serve` on a loopback port, HTTP/1.1 and
  *   h2 with prior knowledge) for the listener's whole life: every accepted
- *   TLS connection is relayed into it (`_tls_relay.ts`), and the handler is
+ *   TLS connection is relayed into it (`_connection_relay.ts`), and the handler is
  *   told the real client's address. A rotation therefore drops nothing:
  *   connections still in their handshake, idle keep-alive connections and
  *   WebSockets all carry on. (Serving each generation with Deno's own
  *   `serveHttpOnListener` instead closed, at every rotation, the connections
  *   that had not sent a request yet and every WebSocket of the generation,
  *   and held each small keep-alive response about 40 ms for want of
- *   `TCP_NODELAY`; see `_tls_relay.ts` for what remains of that. The relay
+ *   `TCP_NODELAY`; see `_connection_relay.ts` for what remains of that. The relay
  *   costs one loopback hop, one copy per byte and two more descriptors per
  *   connection.)
  *
@@ -48,13 +48,11 @@ import type { CertificateTable } from "../routing/snapshot.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import { listenTlsWithSni, type TlsKeyPair } from "../tls/deno_sni.ts";
 import { Generation } from "./_generation.ts";
-import { type Relay, type RelayOptions, type RelayPeer, relayTls } from "./_tls_relay.ts";
+import { RelayServer } from "./_relay_server.ts";
 import {
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
-  internalServerError,
   type Listener,
   type RequestHandler,
-  settlesWithin,
   type ShutdownOptions,
   type ShutdownResult,
 } from "./listener.ts";
@@ -118,17 +116,6 @@ export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 30_000;
 /** Default of {@linkcode HttpsListenerOptions.idleTimeoutMs}. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 75_000;
 
-/** Where the inner server listens: loopback only. */
-const INNER_HOSTNAME = "127.0.0.1";
-
-/** The inner server's answer to a connection that is not one of its relays. */
-function misdirected(): Response {
-  return new Response("Misdirected Request\n", {
-    status: 421,
-    headers: { "content-type": "text/plain; charset=utf-8" },
-  });
-}
-
 /**
  * Starts serving HTTPS on `options.port` with `handler`, choosing each
  * connection's certificate with `options.certificates().resolve(serverName)`.
@@ -144,18 +131,12 @@ export class HttpsListener implements Listener {
   #options: HttpsListenerOptions;
   #logger: Logger;
   #maxServerNames: number;
-  #inner: Deno.HttpServer<Deno.NetAddr>;
-  /** The same for every relay: the inner server's address, the timeouts, the peer registry. */
-  #relayOptions: RelayOptions;
-  /** Relayed clients, by the local port of their inner connection. */
-  #peers = new Map<number, RelayPeer>();
-  #relays = new Set<Relay>();
+  #server: RelayServer;
   #current: Generation;
   #retired = new Set<Generation>();
   #nextId = 1;
   #rotations = 0;
   #rotationQueued = false;
-  #requests = 0;
   #shutdown: Promise<ShutdownResult> | undefined;
   #resolveFinished: () => void = () => {};
 
@@ -169,50 +150,18 @@ export class HttpsListener implements Listener {
       );
     }
     let localPort = 0;
-    const onRequest = options.onRequest;
-    this.#inner = Deno.serve({
-      hostname: INNER_HOSTNAME,
-      port: 0,
-      onError: options.onError ?? internalServerError,
-      onListen: () => {},
-    }, (req, info) => {
-      // Read now: Deno's info.remoteAddr throws once the response has been sent. Relays connect
-      // from INNER_HOSTNAME; a port alone could be borrowed from another loopback address.
-      const from = info.remoteAddr;
-      const peer = from.hostname === INNER_HOSTNAME ? this.#peers.get(from.port) : undefined;
-      if (peer === undefined) return misdirected();
-      this.#requests++;
-      peer.requests++;
-      onRequest?.(1);
-      if (req.headers.has("upgrade")) peer.upgraded = true;
-      const done = () => {
-        this.#requests--;
-        peer.requests--;
-        onRequest?.(-1);
-      };
-      info.completed.then(done, done);
-      return handler(req, {
-        remoteAddr: peer.remoteAddr,
-        secure: true,
-        localPort,
-        fallbackAuthority,
-      });
-    });
-    // What Deno puts in req.url for a request without Host: the inner server's port.
-    const fallbackAuthority = `localhost:${this.#inner.addr.port}`;
-    this.#relayOptions = {
-      inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
+    this.#server = new RelayServer(handler, {
+      secure: true,
       firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
       idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
-      register: (port, peer) => this.#peers.set(port, peer),
-      unregister: (port, peer) => {
-        if (this.#peers.get(port) === peer) this.#peers.delete(port);
-      },
-    };
+      localPort: () => localPort,
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+      ...(options.onRequest === undefined ? {} : { onRequest: options.onRequest }),
+    });
     try {
       this.#current = this.#open(options.port);
     } catch (error) {
-      void this.#inner.shutdown();
+      this.#server.abandon();
       throw error;
     }
     this.addr = this.#current.addr;
@@ -229,14 +178,14 @@ export class HttpsListener implements Listener {
       rotations: this.#rotations,
       accepting: this.#current.accepting ? 1 : 0,
       draining,
-      connections: this.#relays.size,
-      requests: this.#requests,
+      connections: this.#server.connections,
+      requests: this.#server.requests,
     };
   }
 
   /** The inner HTTP server's loopback address (for tests). */
   get innerAddr(): Deno.NetAddr {
-    return this.#inner.addr;
+    return this.#server.innerAddr;
   }
 
   /**
@@ -268,20 +217,9 @@ export class HttpsListener implements Listener {
   async #stop(timeoutMs: number): Promise<ShutdownResult> {
     const generations = [this.#current, ...this.#retired];
     await Promise.all(generations.map((generation) => generation.stopAccepting()));
-    // Graceful: in-flight requests finish; idle connections and WebSockets are closed, which ends
-    // their relays. Relays still in their handshake have no inner connection: stop them.
-    const drained = this.#inner.shutdown().catch(() => {});
-    for (const relay of this.#relays) if (!relay.connected) relay.stop();
-    // Once the inner server has closed its connections, each relay ends when it has passed on
-    // the last bytes; one that finished its handshake meanwhile finds the inner server gone.
-    const closed = drained.then(async () => {
-      for (const relay of this.#relays) if (!relay.connected) relay.stop();
-      await Promise.all([...this.#relays].map((relay) => relay.done));
-    });
-    const graceful = await settlesWithin(closed, timeoutMs);
-    const openConnections = this.#requests;
-    void closed.then(() => this.#resolveFinished());
-    return graceful ? { graceful: true, openConnections: 0 } : { graceful: false, openConnections };
+    const { result, finished } = await this.#server.shutdown(timeoutMs);
+    void finished.then(() => this.#resolveFinished());
+    return result;
   }
 
   #open(port: number): Generation {
@@ -314,10 +252,7 @@ export class HttpsListener implements Listener {
 
   #relay(conn: Deno.TlsConn, generation: Generation): void {
     generation.connections++;
-    const relay = relayTls(conn, this.#relayOptions);
-    this.#relays.add(relay);
-    void relay.done.then(() => {
-      this.#relays.delete(relay);
+    void this.#server.relay(conn).then(() => {
       generation.connections--;
       this.#forgetIfDrained(generation);
     });

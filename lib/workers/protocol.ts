@@ -25,6 +25,8 @@ export interface WorkerConfig {
   readonly httpPort: number | null;
   /** HTTPS port; 0 lets the first worker pick one; `null` serves no HTTPS. */
   readonly httpsPort: number | null;
+  /** Relay plain-HTTP connections to enforce the HTTPS listener's timeouts (see `HttpListenerOptions.relay`). */
+  readonly httpClientTimeouts?: boolean;
   /** See `HttpsListenerOptions.maxServerNames`. */
   readonly maxServerNames?: number;
   /** Options for the worker's request handler factory (plain data; e.g. the proxy's timeouts and HSTS). */

@@ -17,7 +17,12 @@
 import { componentLogger, configureLogging, type Logger } from "../log/logging.ts";
 import type { Snapshot } from "../routing/snapshot.ts";
 import { listenHttp } from "../server/http_listener.ts";
-import { type HttpsListener, listenHttps } from "../server/https_listener.ts";
+import {
+  DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  type HttpsListener,
+  listenHttps,
+} from "../server/https_listener.ts";
 import type { Listener, RequestHandler } from "../server/listener.ts";
 import { type FromWorker, isToWorker, type SnapshotMessage, type ToWorker } from "./protocol.ts";
 import { errorText } from "../log/error_text.ts";
@@ -125,6 +130,14 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         hostname,
         port: config.httpPort,
         reusePort: true,
+        ...(config.httpClientTimeouts === true
+          ? {
+            relay: {
+              firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+              idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
+            },
+          }
+          : {}),
         ...counted("http"),
       });
       listeners.push(http);

@@ -18,7 +18,8 @@
  * Everything runs as the current user from a temporary directory; no system
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
  * `--sizes 1k` (or `1m`, or `tls`: 1 KiB over HTTPS, nginx terminating TLS
- * against Sluice's HTTPS listener) to measure one case while iterating.
+ * against Sluice's HTTPS listener) to measure one case while iterating;
+ * `--http-client-timeouts` runs Sluice with that flag (plain HTTP relayed).
  *
  * Sluice runs with the runtime flags of `deno task start` (read from
  * deno.json) that matter for speed and memory: `--unstable-no-legacy-abort`
@@ -42,6 +43,8 @@ function option(name: string, fallback: number): number {
 }
 
 const ROUNDS = option("rounds", 3);
+/** Sluice relays plain HTTP to enforce client timeouts (`--http-client-timeouts`). */
+const HTTP_CLIENT_TIMEOUTS = Deno.args.includes("--http-client-timeouts");
 const FLOOR_NAME = "floor: Deno.serve + Deno.connect, no proxy logic";
 const DURATION_S = option("duration", 5);
 const CONNECTIONS = option("connections", 64);
@@ -279,6 +282,7 @@ async function main(): Promise<void> {
           `127.0.0.1:${backendPort}`,
           "--https-port",
           String(tlsPort),
+          ...(HTTP_CLIENT_TIMEOUTS ? ["--http-client-timeouts"] : []),
         ],
         cwd: ROOT,
         stdout: "piped",

@@ -6,7 +6,7 @@
  * `lib/workers/` pool and `lib/server/` listeners) with the real proxy
  * handler (`createProxyHandler` from `lib/proxy/`).
  *
- * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443]`
+ * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443] [--http-client-timeouts]`
  * (HTTPS with a generated self-signed default certificate).
  * (`--hello` answers a static 1 KiB body instead of proxying: the listeners and workers alone).
  * Prints one JSON line `{ "ready": true, "handler": "...", "port": n }` when serving; stops on SIGTERM or SIGINT.
@@ -82,6 +82,7 @@ if ("WorkerGlobalScope" in globalThis) {
       hostname: "127.0.0.1",
       httpPort: Number(flag("port")),
       httpsPort: Deno.args.includes("--https-port") ? Number(flag("https-port")) : null,
+      httpClientTimeouts: Deno.args.includes("--http-client-timeouts"),
       handlerOptions: Deno.args.includes("--hello") ? "hello" : "proxy",
     },
     snapshot: { version: 1, data },
