@@ -85,18 +85,27 @@ export class RelayServer {
       this.#requests++;
       peer.requests++;
       onRequest?.(1);
-      if (req.headers.has("upgrade")) peer.upgraded = true;
       const done = () => {
         this.#requests--;
         peer.requests--;
         onRequest?.(-1);
       };
       info.completed.then(done, done);
-      return handler(req, {
+      // Read before the handler: once it has upgraded the request, Deno refuses the response
+      // if the request's fields are read again.
+      const upgrade = req.headers.has("upgrade");
+      const response = handler(req, {
         remoteAddr: peer.remoteAddr,
         secure,
         localPort: options.localPort(),
         fallbackAuthority,
+      });
+      if (!upgrade) return response;
+      // Only a connection that did switch protocols (a WebSocket) is exempt from the idle
+      // timeout: asking for an upgrade is not enough, or any client could keep a connection.
+      return Promise.resolve(response).then((answer) => {
+        if (answer.status === 101) peer.upgraded = true;
+        return answer;
       });
     });
     // What Deno puts in req.url for a request without Host: the inner server's port.

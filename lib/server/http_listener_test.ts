@@ -133,7 +133,8 @@ Deno.test("listenHttp() with relay closes a silent connection, half a head left 
     await partial.write(encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\n"));
     const idle = await Deno.connect({ hostname: "127.0.0.1", port });
     conns.push(idle);
-    await idle.write(encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
+    // Asking for an upgrade that is not granted does not exempt a connection from the timeout.
+    await idle.write(encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: x\r\n\r\n"));
     assertEquals(await readToEnd(silent, "the silent connection to close"), "");
     assertEquals(await readToEnd(partial, "the half-sent head to be dropped"), "");
     const answered = await readToEnd(idle, "the idle keep-alive connection to close");
