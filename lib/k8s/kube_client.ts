@@ -65,6 +65,25 @@ export class KubeApiError extends Error {
   get isForbidden(): boolean {
     return this.status === 403;
   }
+  /** The resourceVersion asked for is newer than any the server has (it waited, then gave up). */
+  get isTooLargeResourceVersion(): boolean {
+    return this.body !== undefined && isTooLargeResourceVersion(this.body);
+  }
+}
+
+/**
+ * Whether `status` says the resourceVersion asked for is newer than the
+ * server's data: reason `Timeout` with the cause `ResourceVersionTooLarge`
+ * (apimachinery's `IsTooLargeResourceVersionError`), or its message.
+ */
+export function isTooLargeResourceVersion(status: Status): boolean {
+  const causes = (status.details as { causes?: unknown } | undefined)?.causes;
+  if (
+    Array.isArray(causes) &&
+    causes.some((c) => (c as { reason?: unknown } | null)?.reason === "ResourceVersionTooLarge")
+  ) return true;
+  return typeof status.message === "string" &&
+    status.message.includes("Too large resource version");
 }
 
 /** Selectors and paging of a list or watch. */
@@ -75,6 +94,8 @@ export interface ListOptions {
   readonly limit?: number | undefined;
   readonly continue?: string | undefined;
   readonly resourceVersion?: string | undefined;
+  /** How `resourceVersion` is read: `NotOlderThan` or `Exact`. */
+  readonly resourceVersionMatch?: "NotOlderThan" | "Exact" | undefined;
   readonly signal?: AbortSignal | undefined;
 }
 
@@ -200,6 +221,7 @@ export class KubeClient {
           limit: options.limit,
           continue: options.continue,
           resourceVersion: options.resourceVersion,
+          resourceVersionMatch: options.resourceVersionMatch,
         },
         signal: options.signal,
         action: `list ${r.plural}${

@@ -9,9 +9,15 @@
  *    and a randomised server-side `timeoutSeconds`, delivers each change;
  *    BOOKMARK events move the resourceVersion on;
  * 3. `410 Gone`/`Expired` (as an HTTP status or an ERROR event) → relist;
- *    any other failure → reconnect after an exponential, jittered backoff
- *    (about 0.8 s to 30 s, reset after a healthy watch), resuming from the
- *    last resourceVersion seen;
+ *    so does "Too large resource version" (the server's data is older than
+ *    ours: etcd was restored); any other failure → reconnect after an
+ *    exponential, jittered backoff (about 0.8 s to 30 s, reset after a
+ *    healthy watch). Before resuming from the last resourceVersion seen after
+ *    a failure, a one-item LIST asks the server whether it has that version
+ *    at all (a restored apiserver would otherwise hold the watch open
+ *    silently until it reaches the old number, and the copy stays stale);
+ *    every LIST request has a deadline, so a connection that went dead
+ *    mid-request does not stall the loop for good;
  * 4. a malformed line or object is logged and counted, never silently
  *    dropped, and never ends the loop.
  *
@@ -23,7 +29,13 @@
  */
 import type { Logger } from "../log/logging.ts";
 import { abortableSleep, Backoff, type BackoffOptions } from "./_backoff.ts";
-import { KubeApiError, type KubeClient, type KubeObject, type Status } from "./kube_client.ts";
+import {
+  isTooLargeResourceVersion,
+  KubeApiError,
+  type KubeClient,
+  type KubeObject,
+  type Status,
+} from "./kube_client.ts";
 import type { Resource } from "./resources.ts";
 import { errorText } from "../log/error_text.ts";
 
@@ -66,6 +78,8 @@ export interface ReflectorOptions<T extends KubeObject = KubeObject> {
   readonly minWatchMs?: number;
   /** Extra time after `timeoutSeconds` before the client gives up on a silent stream. Default 60,000 ms. */
   readonly watchGraceMs?: number;
+  /** How long one LIST request may take before it is abandoned and retried after a backoff. Default 60,000 ms. */
+  readonly listTimeoutMs?: number;
   readonly backoff?: Omit<BackoffOptions, "random">;
   /** A uniform random number in `[0, 1)` (timeouts, jitter). `Math.random` by default. */
   readonly random?: () => number;
@@ -96,7 +110,7 @@ export interface ReflectorStatus {
   readonly lists: number;
   /** LISTs done again because the resourceVersion or a continue token expired (410). */
   readonly relists: number;
-  /** Watches opened again after a failure (not after a clean server timeout). */
+  /** Attempts to resume watching after a failure (not after a clean server timeout). */
   readonly restarts: number;
   /** Watch requests opened. */
   readonly watches: number;
@@ -128,6 +142,11 @@ function isGoneStatus(status: Status): boolean {
   return status.code === 410 || status.reason === "Expired" || status.reason === "Gone";
 }
 
+/** Whether a failed request means our resourceVersion is no good: too old (410) or too new for the server. */
+function needsRelist(error: unknown): boolean {
+  return error instanceof KubeApiError && (error.isGone || error.isTooLargeResourceVersion);
+}
+
 /**
  * Keeps one kind of object in step with the API server. Call
  * {@linkcode Reflector.start} once and {@linkcode Reflector.stop} to end it;
@@ -146,6 +165,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
   readonly #healthyAfterMs: number;
   readonly #minWatchMs: number;
   readonly #graceMs: number;
+  readonly #listTimeoutMs: number;
   readonly #random: () => number;
   readonly #timers: ReflectorTimers;
   readonly #redact: boolean;
@@ -182,6 +202,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
     this.#healthyAfterMs = options.healthyAfterMs ?? 30_000;
     this.#minWatchMs = options.minWatchMs ?? 1_000;
     this.#graceMs = options.watchGraceMs ?? 60_000;
+    this.#listTimeoutMs = options.listTimeoutMs ?? 60_000;
     this.#random = options.random ?? Math.random;
     this.#timers = options.timers ?? REAL_TIMERS;
     this.#redact = options.redact ?? options.resource.kind === "Secret";
@@ -247,15 +268,39 @@ export class Reflector<T extends KubeObject = KubeObject> {
   async #run(): Promise<void> {
     const signal = this.#abort.signal;
     let listed = false;
+    /** Set after a failure: ask whether the server still has our resourceVersion before resuming. */
+    let verify = false;
     let goneInARow = 0;
     while (!signal.aborted) {
       if (!listed) {
         try {
           await this.#list(signal);
           listed = true;
+          verify = false;
         } catch (error) {
           if (signal.aborted) return;
           this.#fail(`Cannot list ${this.description}`, error);
+          await this.#timers.sleep(this.#backoff.next(), signal);
+          continue;
+        }
+      }
+      if (verify) {
+        try {
+          await this.#verifyResourceVersion(signal);
+          verify = false;
+        } catch (error) {
+          if (signal.aborted) return;
+          if (needsRelist(error)) {
+            listed = false;
+            this.#relists++;
+            this.#logger.warn(
+              "Listing {kind} again: the server does not have resourceVersion {resourceVersion} ({reason})",
+              { resourceVersion: this.#resourceVersion, reason: errorText(error) },
+            );
+            continue;
+          }
+          this.#restarts++;
+          this.#fail(`Cannot check the resourceVersion of ${this.description}`, error);
           await this.#timers.sleep(this.#backoff.next(), signal);
           continue;
         }
@@ -284,6 +329,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
           break;
         case "failed":
           goneInARow = 0;
+          verify = true;
           this.#restarts++;
           this.#fail(`Cannot watch ${this.description}`, outcome.error);
           await this.#timers.sleep(this.#backoff.next(), signal);
@@ -307,14 +353,15 @@ export class Reflector<T extends KubeObject = KubeObject> {
     while (true) {
       let page;
       try {
-        page = await this.#client.list<T>(this.#resource, {
-          namespace: this.#namespace,
-          fieldSelector: this.#fieldSelector,
-          labelSelector: this.#labelSelector,
-          limit: this.#pageSize,
-          continue: token === "" ? undefined : token,
-          signal,
-        });
+        page = await this.#withDeadline(signal, (request) =>
+          this.#client.list<T>(this.#resource, {
+            namespace: this.#namespace,
+            fieldSelector: this.#fieldSelector,
+            labelSelector: this.#labelSelector,
+            limit: this.#pageSize,
+            continue: token === "" ? undefined : token,
+            signal: request,
+          }));
       } catch (error) {
         // Kubernetes API concepts, "Retrieving large results sets in chunks":
         // a continue token expires (410) once its resourceVersion is
@@ -351,6 +398,54 @@ export class Reflector<T extends KubeObject = KubeObject> {
     if (!this.#isSynced) {
       this.#isSynced = true;
       this.#resolveSynced();
+    }
+  }
+
+  /**
+   * Asks for one object at our resourceVersion or newer: resolves when the
+   * server has it; rejects with "Too large resource version" when its data
+   * is older than our copy (etcd restored), after waiting a few seconds.
+   */
+  async #verifyResourceVersion(signal: AbortSignal): Promise<void> {
+    if (this.#resourceVersion === "") return;
+    await this.#withDeadline(signal, (request) =>
+      this.#client.list<T>(this.#resource, {
+        namespace: this.#namespace,
+        fieldSelector: this.#fieldSelector,
+        labelSelector: this.#labelSelector,
+        limit: 1,
+        resourceVersion: this.#resourceVersion,
+        resourceVersionMatch: "NotOlderThan",
+        signal: request,
+      }));
+  }
+
+  /** Runs one request with the LIST deadline as well as `signal`. */
+  async #withDeadline<R>(
+    signal: AbortSignal,
+    send: (request: AbortSignal) => Promise<R>,
+  ): Promise<R> {
+    const request = new AbortController();
+    const deadline = new AbortController();
+    const cancel = () => request.abort();
+    signal.addEventListener("abort", cancel, { once: true });
+    let expired = false;
+    const deadlineDone = this.#timers.sleep(this.#listTimeoutMs, deadline.signal).then(() => {
+      if (deadline.signal.aborted) return;
+      expired = true;
+      request.abort();
+    });
+    try {
+      return await send(request.signal);
+    } catch (error) {
+      if (expired && !signal.aborted) {
+        throw new Error(`no answer within ${this.#listTimeoutMs} ms`, { cause: error });
+      }
+      throw error;
+    } finally {
+      signal.removeEventListener("abort", cancel);
+      deadline.abort();
+      await deadlineDone;
     }
   }
 
@@ -424,10 +519,10 @@ export class Reflector<T extends KubeObject = KubeObject> {
             break;
           }
           case "ERROR":
-            if (isGoneStatus(item.object)) {
+            if (isGoneStatus(item.object) || isTooLargeResourceVersion(item.object)) {
               return {
                 kind: "gone",
-                healthy: sawEvent || healthy(),
+                healthy: healthy(),
                 reason: item.object.message ?? "410",
               };
             }
@@ -462,8 +557,8 @@ export class Reflector<T extends KubeObject = KubeObject> {
         });
         return { kind: "gone", healthy: false, reason: "the consumer failed" };
       }
-      if (error instanceof KubeApiError && error.isGone) {
-        return { kind: "gone", healthy: false, reason: error.message };
+      if (needsRelist(error)) {
+        return { kind: "gone", healthy: false, reason: errorText(error) };
       }
       const detail = expired ? "the stream outlived its deadline" : errorText(error);
       return { kind: "failed", healthy: healthy(), error: detail };

@@ -26,6 +26,9 @@ import { errorText } from "../log/error_text.ts";
 
 export type { Timers };
 
+/** Immediate re-reads after a write lost to a concurrent one, per attempt. */
+const MAX_CONFLICT_RETRIES = 3;
+
 /** The default Lease name (`--election-id`). */
 export const DEFAULT_ELECTION_ID = "sluice-leader";
 
@@ -321,29 +324,40 @@ export class LeaderElector {
         if (!(error instanceof KubeApiError && error.isConflict)) throw error;
       }
     }
-    let lease: Lease;
-    try {
-      lease = await this.#client.get<Lease>(LEASES, at, { signal });
-    } catch (error) {
-      if (!(error instanceof KubeApiError && error.isNotFound)) throw error;
-      const created = await this.#client.create<Lease>(LEASES, { namespace: this.#namespace }, {
-        apiVersion: "coordination.k8s.io/v1",
-        kind: "Lease",
-        metadata: { name: this.#name, namespace: this.#namespace },
-        spec: this.#spec(undefined, started),
-      }, { signal });
-      this.#observe(created, this.#now());
-      return { outcome: "held" };
+    // Someone else may write the Lease between our read and our write (a
+    // label, an annotation, a competing replica): read it again at once, a
+    // few times, as client-go's RetryOnConflict does, rather than lose a
+    // whole retry period to each collision.
+    for (let conflicts = 0;; conflicts++) {
+      let lease: Lease;
+      try {
+        lease = await this.#client.get<Lease>(LEASES, at, { signal });
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.isNotFound)) throw error;
+        const created = await this.#client.create<Lease>(LEASES, { namespace: this.#namespace }, {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: { name: this.#name, namespace: this.#namespace },
+          spec: this.#spec(undefined, started),
+        }, { signal });
+        this.#observe(created, this.#now());
+        return { outcome: "held" };
+      }
+      this.#observe(lease, this.#now());
+      const observed = this.#observed!;
+      if (
+        observed.holder !== "" && observed.holder !== this.#identity &&
+        this.#now() < observed.at + observed.durationMs
+      ) {
+        return { outcome: "other", holder: observed.holder };
+      }
+      try {
+        return await this.#write(lease, started, signal);
+      } catch (error) {
+        const conflict = error instanceof KubeApiError && error.isConflict;
+        if (!conflict || conflicts >= MAX_CONFLICT_RETRIES) throw error;
+      }
     }
-    this.#observe(lease, this.#now());
-    const observed = this.#observed!;
-    if (
-      observed.holder !== "" && observed.holder !== this.#identity &&
-      this.#now() < observed.at + observed.durationMs
-    ) {
-      return { outcome: "other", holder: observed.holder };
-    }
-    return await this.#write(lease, started, signal);
   }
 
   /** Writes us as the holder into `lease`, with its resourceVersion as precondition. */
