@@ -131,7 +131,12 @@ async function accessFromResolved(
       headers = () => options.plugin.headers();
       break;
   }
-  const clientOptions: Deno.CreateHttpClientOptions = {};
+  // HTTP/1.1 only: over HTTP/2 every request shares one connection, and Deno 2.9.6 neither pings
+  // it (client-go does after 30 s) nor drops it when a request is aborted (only the stream is
+  // reset), so one connection that died silently (a NAT or load balancer dropping the flow) hung
+  // the elector, the LISTs and the status writes until the kernel gave up (about 15 minutes).
+  // Each watch holds its own connection instead.
+  const clientOptions: Deno.CreateHttpClientOptions = { http1: true, http2: false };
   if (config.ca !== undefined) clientOptions.caCerts = [config.ca];
   if (config.proxyUrl !== undefined) clientOptions.proxy = { url: config.proxyUrl };
   const client = config.cert !== undefined && config.key !== undefined

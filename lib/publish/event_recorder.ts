@@ -22,6 +22,7 @@ import { EVENTS } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
 import type { Issue } from "../translate/issues.ts";
 import { errorText } from "../log/error_text.ts";
+import { deadline } from "../timers/timers.ts";
 
 /** The `reason` of every Event Sluice records for an issue. */
 export const ISSUE_REASON = "RoutingIssue";
@@ -168,6 +169,8 @@ export interface EventRecorderOptions {
   readonly wallClock?: () => number;
   /** 16 random hex digits for Event names. Default from `crypto.getRandomValues`. */
   readonly randomSuffix?: () => string;
+  /** How long one create may wait for the API's answer before it counts as failed. Default 10,000 ms. */
+  readonly writeTimeoutMs?: number;
   /** Default: the `events` component logger. */
   readonly logger?: Logger;
 }
@@ -199,6 +202,9 @@ export class EventRecorder {
   readonly #concurrency: number;
   readonly #wallClock: () => number;
   readonly #randomSuffix: () => string;
+  readonly #writeTimeoutMs: number;
+  /** Aborted by close(): creates in flight end at once. */
+  readonly #abort = new AbortController();
   readonly #logger: Logger;
 
   /** Current issues, by {@linkcode issueKey}: whether an Event was created (or is being created). */
@@ -226,6 +232,7 @@ export class EventRecorder {
     this.#concurrency = Math.max(1, options.concurrency ?? 4);
     this.#wallClock = options.wallClock ?? Date.now;
     this.#randomSuffix = options.randomSuffix ?? randomHex;
+    this.#writeTimeoutMs = options.writeTimeoutMs ?? 10_000;
     this.#logger = options.logger ?? componentLogger("events");
   }
 
@@ -304,9 +311,10 @@ export class EventRecorder {
     return this.record(this.#lastIssues);
   }
 
-  /** Stops recording and waits for Events in flight. */
+  /** Stops recording and ends the creates in flight. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#abort.abort();
     await Promise.all(this.#inFlight);
   }
 
@@ -357,8 +365,11 @@ export class EventRecorder {
       reportingInstance: this.#reportingInstance,
     });
     if (event === undefined) return true;
+    const creating = deadline(this.#writeTimeoutMs, { parent: this.#abort.signal });
     try {
-      await this.#client.create(EVENTS, { namespace: event.metadata.namespace }, event);
+      await this.#client.create(EVENTS, { namespace: event.metadata.namespace }, event, {
+        signal: creating.signal,
+      });
       if (this.#refusedDelay > 0) {
         this.#logger.info("Recording Events again", {});
         this.#refusedDelay = 0;
@@ -384,6 +395,8 @@ export class EventRecorder {
       );
       this.#refusedUntil = this.#wallClock() + this.#refusedDelay;
       return false;
+    } finally {
+      creating.clear();
     }
   }
 }

@@ -23,7 +23,7 @@ import { KubeApiError, type KubeClient } from "../k8s/kube_client.ts";
 import type { Ingress, IngressLoadBalancerIngress, Service } from "../k8s/objects.ts";
 import { INGRESSES } from "../k8s/resources.ts";
 import { componentLogger, type Logger } from "../log/logging.ts";
-import { SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
+import { deadline, SYSTEM_TIMERS, type Timers } from "../timers/timers.ts";
 import { errorText } from "../log/error_text.ts";
 
 /** Timers may fire up to about a millisecond before `now` says they are due. */
@@ -216,6 +216,12 @@ export interface StatusWriterOptions {
   readonly retryMs?: { readonly min: number; readonly max: number };
   /** `fieldManager` of the writes. Default `sluice`. */
   readonly fieldManager?: string;
+  /**
+   * How long one write may wait for the API's answer before it counts as
+   * failed (a connection that died silently would hold it, and every later
+   * pass, for good). Default 10,000 ms.
+   */
+  readonly writeTimeoutMs?: number;
   readonly timers?: Timers;
   /** Monotonic clock in ms. Default `performance.now`. */
   readonly now?: () => number;
@@ -253,6 +259,9 @@ export class StatusWriter {
   readonly #concurrency: number;
   readonly #retryMs: { readonly min: number; readonly max: number };
   readonly #fieldManager: string;
+  readonly #writeTimeoutMs: number;
+  /** Aborted by close(): writes in flight end at once. */
+  readonly #abort = new AbortController();
   readonly #timers: Timers;
   readonly #now: () => number;
   readonly #logger: Logger;
@@ -288,6 +297,7 @@ export class StatusWriter {
     this.#concurrency = Math.max(1, options.concurrency ?? 4);
     this.#retryMs = options.retryMs ?? { min: 1_000, max: 30_000 };
     this.#fieldManager = options.fieldManager ?? "sluice";
+    this.#writeTimeoutMs = options.writeTimeoutMs ?? 10_000;
     this.#timers = options.timers ?? SYSTEM_TIMERS;
     this.#now = options.now ?? (() => performance.now());
     this.#logger = options.logger ?? componentLogger("status");
@@ -313,9 +323,10 @@ export class StatusWriter {
     return this.#schedule(this.#holdOffMs);
   }
 
-  /** Stops scheduling, waits for the writes in flight. Pending syncs resolve with nothing done. */
+  /** Stops scheduling and ends the writes in flight. Pending syncs resolve with nothing done. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#abort.abort();
     const pending = this.#pending;
     if (pending !== undefined) {
       if (pending.timer !== undefined) this.#timers.clearTimeout(pending.timer);
@@ -438,10 +449,15 @@ export class StatusWriter {
     const body = action.kind === "clear"
       ? { metadata: { resourceVersion: action.resourceVersion }, status: { loadBalancer: null } }
       : { status: { loadBalancer: { ingress: addresses.length > 0 ? addresses : null } } };
+    const writing = deadline(this.#writeTimeoutMs, {
+      parent: this.#abort.signal,
+      timers: this.#timers,
+    });
     try {
       const updated = await this.#client.patch<Ingress>(INGRESSES, at, body, {
         type: "merge",
         fieldManager: this.#fieldManager,
+        signal: writing.signal,
       });
       this.#refused.delete(action.key);
       if (action.kind === "clear") {
@@ -492,6 +508,8 @@ export class StatusWriter {
         });
       }
       return "failed";
+    } finally {
+      writing.clear();
     }
   }
 

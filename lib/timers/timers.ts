@@ -17,3 +17,37 @@ export const SYSTEM_TIMERS: Timers = Object.freeze({
   setTimeout: (callback: () => void, ms: number): unknown => setTimeout(callback, ms),
   clearTimeout: (id: unknown): void => clearTimeout(id as number),
 });
+
+/** A signal that aborts when `parent` does, or with a timeout after `ms`. */
+export interface Deadline {
+  readonly signal: AbortSignal;
+  /** Clears the timer; call when the work ends. */
+  clear(): void;
+}
+
+/**
+ * A deadline for one request: its signal aborts after `ms` (reason: an Error
+ * saying "no answer within … ms") or when `parent` aborts, whichever is first.
+ */
+export function deadline(
+  ms: number,
+  options: { readonly parent?: AbortSignal; readonly timers?: Timers } = {},
+): Deadline {
+  const timers = options.timers ?? SYSTEM_TIMERS;
+  const controller = new AbortController();
+  const parent = options.parent;
+  const onParent = () => controller.abort(parent?.reason);
+  if (parent?.aborted) onParent();
+  else parent?.addEventListener("abort", onParent, { once: true });
+  const timer = timers.setTimeout(
+    () => controller.abort(new Error(`no answer within ${ms} ms`)),
+    ms,
+  );
+  return {
+    signal: controller.signal,
+    clear() {
+      timers.clearTimeout(timer);
+      parent?.removeEventListener("abort", onParent);
+    },
+  };
+}

@@ -274,20 +274,18 @@ Deno.test("a leader cut off by a partition stops leading within its renew deadli
   }
 });
 
-// BUG: lib/k8s/kube_access.ts lets Deno's fetch speak HTTP/2 to the apiserver: every request shares
+// Was a bug: lib/k8s/kube_access.ts let Deno's fetch speak HTTP/2 to the apiserver: every request shared
 // one connection, Deno has no HTTP/2 health check (client-go pings after 30 s), and aborting a
 // request resets only its stream, so a connection that died silently (a NAT or load balancer
 // dropping the flow) is reused forever and the elector, reflectors and status writer all hang
-// until the kernel gives the socket up (about 15 minutes). Fix: `http2: false` in
-// `accessFromResolved`'s `Deno.createHttpClient` options (the test above passes over HTTP/1.1).
+// until the kernel gives the socket up (about 15 minutes). Now HTTP/1.1 only.
 Deno.test({
   name: "a leader whose connection died silently leads again once the network heals",
-  ignore: true,
   async fn() {
     const admin = await adminClient();
     const ns = await freshNamespace(admin.client, "hc-dead-h2");
     await using relay = startRelay(admin.client.server);
-    const cut = await clientThrough(relay); // the client Sluice builds: HTTP/2 allowed
+    const cut = await clientThrough(relay); // the client Sluice builds
     const timeline = new Timeline();
     const a = elector(cut.client, ns, "a", timeline);
     try {
@@ -306,17 +304,13 @@ Deno.test({
   },
 });
 
-// BUG: StatusWriter.#apply (lib/publish/status_writer.ts) sends its PATCH without a signal or a
-// deadline: a write caught in a partition hangs, `#running` never settles, and no later pass runs,
-// so after leadership returns the status is never written again (and close() hangs). Fix: give
-// each patch `signal: AbortSignal.any([this.#abort.signal, AbortSignal.timeout(writeTimeoutMs)])`
-// (a `writeTimeoutMs` option, default 10 s, no longer than the renew deadline), abort
-// `#abort` in close(), and count a timed-out write as failed (retried with the backoff).
-// EventRecorder's creates need the same.
+// Was a bug: StatusWriter.#apply (lib/publish/status_writer.ts) sent its PATCH without a signal or
+// a deadline: a write caught in a partition hung, `#running` never settled, and no later pass ran,
+// so after leadership returned the status was never written again (and close() hung). Each write
+// (and each Event create) now has a deadline (writeTimeoutMs, 10 s) and close() aborts them.
 Deno.test({
   name:
     "StatusWriter writes status again after a write stuck in a partition, once the leader leads again",
-  ignore: true,
   async fn() {
     const admin = await adminClient();
     const ns = await freshNamespace(admin.client, "hc-stuck-status");
@@ -331,6 +325,7 @@ Deno.test({
       publishStatusAddresses: ["192.0.2.7"],
       holdOffMs: 0,
       retryMs: { min: 100, max: 400 },
+      writeTimeoutMs: 1_000,
     });
     const sync = async () =>
       await writer.sync({
