@@ -3,8 +3,8 @@
  * look the request up in the current snapshot, redirect or refuse, pick an
  * endpoint, and stream the exchange with the backend.
  *
- * Owns: the status codes Sluice answers itself (400, 404, 413, 426, 431, 501,
- * 502, 503, 504, 308 to HTTPS), HSTS, retries across endpoints on connect failure,
+ * Owns: the status codes Sluice answers itself (400, 404, 413, 414, 426, 431,
+ * 501, 502, 503, 504, 308 to HTTPS), HSTS, retries across endpoints on connect failure,
  * passive health, header rules (via `forwarded_headers.ts`), the WebSocket
  * hand-off, and access-log entries. Header fields and the peer address are
  * read before the first `await`, and nothing of `req` is touched after the
@@ -135,6 +135,11 @@ export interface ProxyHandlerOptions {
    * Default 32 KiB (nginx's 4 x 8k). Deno.serve itself answers 400 to far larger sections.
    */
   readonly maxHeaderBytes?: number;
+  /**
+   * Limit on the request target (path and query); 414 beyond. Default 8 KiB (a request
+   * line must fit one of nginx's 8k header buffers in ingress-nginx).
+   */
+  readonly maxTargetBytes?: number;
   readonly hsts?: HstsOptions;
   /** Redirect plain-HTTP requests for TLS hosts to HTTPS with 308. Default true. */
   readonly sslRedirect?: boolean;
@@ -201,6 +206,7 @@ const REASON: Record<number, string> = {
   400: "Bad Request",
   404: "Not Found",
   413: "Content Too Large",
+  414: "URI Too Long",
   431: "Request Header Fields Too Large",
   499: "Client Closed Request",
   426: "Upgrade Required",
@@ -231,6 +237,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   const trusted = createCidrMatcher(options.trustedProxyCidrs ?? []);
   const newRequestId = options.newRequestId ?? (() => crypto.randomUUID().replaceAll("-", ""));
   const maxHeaderBytes = options.maxHeaderBytes ?? 32 * 1024;
+  const maxTargetBytes = options.maxTargetBytes ?? 8 * 1024;
   const maxBodyBytes = options.maxBodyBytes;
   const maxAttempts = Math.max(1, options.maxAttempts ?? 3);
   const sslRedirect = options.sslRedirect ?? true;
@@ -302,6 +309,10 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     if (headerBytes > maxHeaderBytes) {
       log(431, { error: "bad-request" });
       return plain(431);
+    }
+    if (url.length > maxTargetBytes && targetLength(url) > maxTargetBytes) {
+      log(414, { error: "bad-request" });
+      return plain(414);
     }
     let where = parseRequestTarget(url, hostHeader);
     // Ambiguous: a dot segment behind an escaped slash, which a backend decoding `%2F` would
@@ -601,6 +612,12 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     closeWebSockets: { value: closeWebSockets },
   });
   return handler;
+}
+
+/** The length of the path and query of Deno's absolute `req.url`. */
+function targetLength(url: string): number {
+  const path = url.indexOf("/", url.indexOf("://") + 3);
+  return path === -1 ? 1 : url.length - path;
 }
 
 /** Response fields a backend may not send a plain-HTTP client through Sluice. */
