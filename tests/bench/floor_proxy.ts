@@ -62,15 +62,24 @@ if (import.meta.main) {
     const head = `GET ${url.slice(slash)} HTTP/1.1\r\nHost: ${
       url.slice(url.indexOf("//") + 2, slash)
     }\r\n\r\n`;
-    const c = idle.pop() ?? await connect();
-    await c.conn.write(c.out.subarray(0, encoder.encodeInto(head, c.out).written));
+    let c = idle.pop() ?? await connect();
     let got = 0;
     let end = -1;
-    while (end < 0) {
-      const n = await c.conn.read(c.buf.subarray(got));
-      if (n === null) throw new Error("backend closed the connection");
-      got += n;
-      end = headEnd(c.buf, got);
+    // A pooled connection the backend closed while idle (its keepalive_timeout passes between
+    // rounds): one fresh connection, as any client would.
+    for (let attempt = 0; end < 0; attempt++) {
+      await c.conn.write(c.out.subarray(0, encoder.encodeInto(head, c.out).written));
+      while (end < 0) {
+        const n = await c.conn.read(c.buf.subarray(got));
+        if (n === null) {
+          c.conn.close();
+          if (got > 0 || attempt > 0) throw new Error("backend closed the connection");
+          c = await connect();
+          break;
+        }
+        got += n;
+        end = headEnd(c.buf, got);
+      }
     }
     const lines = latin1.decode(c.buf.subarray(0, end - 4)).split("\r\n");
     const status = Number(lines[0]!.slice(9, 12));
