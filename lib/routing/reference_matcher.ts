@@ -54,7 +54,8 @@ function elements(path: string): string[] {
  * ASCII, and each of space, `"`, `#`, `<`, `>`, `?`, backtick, `{`, `}`,
  * percent-encoded as UTF-8 (what `new URL()` does to a path); then, as request
  * paths are normalised (RFC 3986 section 6.2.2), escapes of unreserved
- * characters decoded and the other escapes' hex in uppercase.
+ * characters decoded and the other escapes' hex in uppercase, and dot
+ * segments and empty segments removed.
  */
 function asInUrl(path: string): string {
   const encoded = Array.from(path, (char) => {
@@ -62,10 +63,31 @@ function asInUrl(path: string): string {
     const raw = code > 0x20 && code < 0x7f && !' "#<>?`{}'.includes(char);
     return raw ? char : encodeURIComponent(char.toWellFormed());
   }).join("");
-  return encoded.replace(/%[0-9a-fA-F]{2}/g, (escape) => {
+  const decoded = encoded.replace(/%[0-9a-fA-F]{2}/g, (escape) => {
     const char = String.fromCharCode(parseInt(escape.slice(1), 16));
     return /^[A-Za-z0-9\-._~]$/.test(char) ? char : escape.toUpperCase();
   });
+  return withoutDotSegments(decoded);
+}
+
+/**
+ * As request paths are routed: `\` is `/`, empty segments dropped (slashes
+ * merged), `.` segments removed and `..` segments remove their parent (RFC
+ * 3986 section 5.2.4); a path ending in a dot segment keeps its trailing slash.
+ */
+function withoutDotSegments(path: string): string {
+  const input = path.replaceAll("\\", "/").split("/").slice(1);
+  const output: string[] = [];
+  input.forEach((segment, i) => {
+    const last = i === input.length - 1;
+    if (segment === "." || segment === "..") {
+      if (segment === "..") output.pop();
+      if (last) output.push("");
+    } else if (segment !== "" || last) {
+      output.push(segment);
+    }
+  });
+  return `/${output.join("/")}`;
 }
 
 /** Length of the match, or -1: Exact compares whole strings; Prefix compares elements. */

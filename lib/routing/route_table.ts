@@ -18,7 +18,7 @@
  */
 
 import type { Translation } from "../translate/translation.ts";
-import { canonicalPrefix, urlPathOf } from "../translate/paths.ts";
+import { canonicalPrefix, normalRulePath } from "../translate/paths.ts";
 import { normaliseRequestHost, wildcardSuffix } from "./host.ts";
 import type { Backend, Match, RouteTable } from "./snapshot.ts";
 
@@ -105,7 +105,9 @@ function matchTier(tier: Tier, path: string): Answer | undefined {
  * - `spec.defaultBackend` catches requests that match no rule (see
  *   `lib/translate/route_candidates.ts` for the hosts it applies to).
  * - Rule paths may hold characters a URL path cannot (HTTPIngressPath.path);
- *   they are compared in URL form, percent-encoded as a client sends them.
+ *   they are compared in URL form, percent-encoded as a client sends them, and
+ *   in the normal form request paths reach the table in (no `//`, no dot
+ *   segments).
  * Query strings never take part: the path is cut at `?` if one slipped in.
  */
 export function compileRouteTable(translation: RouteTableInput): RouteTable {
@@ -147,12 +149,13 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
       backendOf(route.backend),
     );
     // The translation resolved conflicts; should two routes still collide, the first stays.
-    // Keys are rule paths in URL form (`/über` → `/%C3%BCber`): requests arrive encoded.
+    // Keys are rule paths in the normal form requests are routed in: URL form
+    // (`/über` → `/%C3%BCber`), slashes merged, dot segments resolved.
     if (route.pathType === "Exact") {
-      const key = urlPathOf(route.path);
+      const key = normalRulePath(route.path);
       if (!tier.exact.has(key)) tier.exact.set(key, built);
     } else if (route.pathType === "Prefix") {
-      const key = canonicalPrefix(urlPathOf(route.path));
+      const key = canonicalPrefix(normalRulePath(route.path));
       if (!tier.prefix.has(key)) {
         tier.prefix.set(key, built);
         if (key.length > tier.maxPrefixLength) tier.maxPrefixLength = key.length;

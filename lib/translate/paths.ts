@@ -118,6 +118,89 @@ export function urlPathOf(path: string): string {
   return normalizeEscapes(out);
 }
 
+/**
+ * A rule path in the normal form requests are matched in: its URL form
+ * ({@linkcode urlPathOf}), then as {@linkcode normalizeRoutePath} normalises
+ * request paths (runs of `/` merged, `\` read as `/`, `.` / `..` segments
+ * resolved, also when spelled `%2e`). Route keys and conflicts use it.
+ *
+ * Kubernetes validation forbids `//`, `/./` and `/../` in Exact and Prefix
+ * paths, but not in ImplementationSpecific ones, nor dot segments spelled with
+ * escapes (`/a/%2e%2e/b`); kept as written, such a rule could never match a
+ * request, since no normalised request path holds them. ingress-nginx, which
+ * routes on nginx's normalised `$uri`, has the same normal form for requests.
+ * A path requests can never have (`%00`, `/..;`) stays as written.
+ */
+export function normalRulePath(path: string): string {
+  const url = urlPathOf(path);
+  return normalizeRoutePath(url) ?? url;
+}
+
+/**
+ * Normalises a path for routing: merge slashes, resolve dot segments, decode
+ * escaped unreserved characters.
+ *
+ * @returns undefined when the path cannot be parsed, holds `%00`, or has a
+ * `.` or `..` segment followed by `;` parameters.
+ */
+export function normalizeRoutePath(path: string): string | undefined {
+  if (isPlainPath(path)) return path;
+  // A NUL ends the path for C backends (checked before dot segments could drop it).
+  if (path.includes("%00")) return undefined;
+  const merged = path.replace(/\/{2,}/g, "/");
+  let resolved: string;
+  try {
+    resolved = new URL("http://h" + (merged.startsWith("/") ? merged : "/" + merged)).pathname;
+  } catch {
+    return undefined;
+  }
+  // As rule paths are keyed: "%c3" and "%C3" are the same, "%61" is "a".
+  resolved = normalizeEscapes(resolved);
+  // Decoding cannot create "/" but can create "." segments ("/%2E%2E" is already
+  // resolved by URL; "/a%2E" is not a segment). Merge once more for "//" from "\\".
+  resolved = resolved.replace(/\/{2,}/g, "/");
+  // "..;x" is ".." to Tomcat and Jetty, which drop ";" parameters from each segment.
+  return DOT_SEGMENT_WITH_PARAMS.test(resolved) ? undefined : resolved;
+}
+
+const DOT_SEGMENT_WITH_PARAMS = /\/\.\.?;/;
+/**
+ * Chars the URL parser keeps as they are in a path (RFC 3986 `pchar` without
+ * `%`): a path of only these, starting with "/", without "//" and without a
+ * "." or ".." segment, is already normalised. Most requests take this exit and
+ * skip a URL parse.
+ */
+const PLAIN = new Uint8Array(128);
+for (
+  const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/"
+) {
+  PLAIN[c.charCodeAt(0)] = 1;
+}
+
+function isPlainPath(path: string): boolean {
+  if (path.charCodeAt(0) !== 47) return false;
+  // Length of the current segment, and how many of its chars are dots.
+  let segment = 0;
+  let dots = 0;
+  for (let i = 1; i <= path.length; i++) {
+    const c = i === path.length ? 47 : path.charCodeAt(i);
+    if (c === 47 || c === 59 /* ; */) {
+      if (segment === dots && (dots === 1 || dots === 2)) return false;
+      if (c === 59) {
+        segment++;
+        continue;
+      }
+      if (segment === 0 && i < path.length) return false;
+      segment = dots = 0;
+      continue;
+    }
+    if (c > 127 || PLAIN[c] === 0) return false;
+    segment++;
+    if (c === 46) dots++;
+  }
+  return true;
+}
+
 const ESCAPE = /%[0-9A-Fa-f]{2}/g;
 const UNRESERVED_ESCAPE = /^%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[DEde]|5[Ff]|7[Ee])$/;
 

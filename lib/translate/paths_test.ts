@@ -5,7 +5,7 @@
  */
 
 import { assertEquals } from "../../tests/support/assert.ts";
-import { canonicalPrefix, validatePath } from "./paths.ts";
+import { canonicalPrefix, normalRulePath, validatePath } from "./paths.ts";
 
 Deno.test("validatePath() accepts Exact and Prefix, reads ImplementationSpecific as Prefix", () => {
   const cases: [unknown, unknown, string][] = [
@@ -46,4 +46,24 @@ Deno.test("canonicalPrefix() removes trailing slashes so / becomes empty", () =>
     "/foo",
   ], ["//", ""]];
   for (const [input, expected] of cases) assertEquals(canonicalPrefix(input), expected, input);
+});
+
+Deno.test("normalRulePath() brings rule paths to the normal form requests are routed in", () => {
+  const cases: [string, string][] = [
+    ["/foo", "/foo"],
+    ["/foo/", "/foo/"],
+    ["/", "/"],
+    ["/api//v1", "/api/v1"],
+    ["//", "/"],
+    ["/a/./b", "/a/b"],
+    ["/a/b/..", "/a/"],
+    ["/..", "/"],
+    ["/a/%2e%2E/b", "/b"],
+    ["/a\\b", "/a/b"],
+    ["/über", "/%C3%BCber"],
+    ["/a%2fb", "/a%2Fb"],
+    ["/a..b/.c", "/a..b/.c"],
+    ["/q?x", "/q%3Fx"],
+  ];
+  for (const [input, expected] of cases) assertEquals(normalRulePath(input), expected, input);
 });

@@ -10,18 +10,18 @@
  */
 
 import type { Issue } from "./issues.ts";
-import { canonicalPrefix, urlPathOf } from "./paths.ts";
+import { canonicalPrefix, normalRulePath } from "./paths.ts";
 import type { RouteCandidate } from "./route_candidates.ts";
 
 /** The identity of a route: two candidates with the same key conflict. */
 export function conflictKey(candidate: Pick<RouteCandidate, "host" | "path" | "pathType">): string {
   switch (candidate.pathType) {
-    // Compared in URL form: `/über` and `/%C3%BCber` match the same requests.
+    // Compared in normal form: `/über` and `/%C3%BCber`, `/a//b` and `/a/b` match the same requests.
     case "Exact":
-      return `${candidate.host} E ${urlPathOf(candidate.path)}`;
+      return `${candidate.host} E ${normalRulePath(candidate.path)}`;
     case "Prefix":
       // `/foo` and `/foo/` match the same requests (trailing slash ignored).
-      return `${candidate.host} P ${canonicalPrefix(urlPathOf(candidate.path))}`;
+      return `${candidate.host} P ${canonicalPrefix(normalRulePath(candidate.path))}`;
     case "Default":
       return `${candidate.host} D`;
   }
