@@ -894,22 +894,37 @@ Deno.test("SNI picks an exact TLS host over a wildcard one, whatever the case", 
   assertEquals(w.certificateFor("www.example.com"), `${NS}/wildcard`);
 });
 
-Deno.test("a TLS entry without hosts is reported and serves nothing (documented difference)", () => {
+Deno.test("a TLS entry without hosts serves its Secret to the Ingress's rule hosts its certificate covers", () => {
   // IngressTLS.hosts: "Defaults to the wildcard host setting for the loadbalancer
-  // controller". ingress-nginx serves such a Secret to the Ingress's rule hosts its
-  // certificate covers; Sluice asks for the hosts to be listed (an issue, an Event).
+  // controller". As ingress-nginx: the Ingress's rule hosts the certificate covers get it
+  // (and the redirect); a rule host it does not cover stays plain. (Was reported and unused:
+  // a migration trap, those hosts got the default certificate and no redirect.)
   const w = world({
     ingresses: [ingress("nohosts", {
       tls: [{ secretName: "shop" }],
-      rules: [rule("shop.example.com", ["/", "Prefix", "web"])],
+      rules: [
+        rule("shop.example.com", ["/", "Prefix", "web"]),
+        rule("other.test", ["/", "Prefix", "web"]),
+      ],
     })],
     secrets: [tlsSecret(NS, "shop", "shop")],
   });
-  assertEquals(w.tls("shop.example.com"), false);
-  assertEquals(w.certificateFor("shop.example.com"), "sluice/self-signed");
-  assertEquals(w.issues(), [
-    `${NS}/nohosts spec.tls[0].hosts: Cannot serve TLS without hosts: ` +
-    "list the hosts the certificate serves in hosts",
+  assertEquals(w.tls("shop.example.com"), true);
+  assertEquals(w.certificateFor("shop.example.com"), `${NS}/shop`);
+  assertEquals(w.tls("other.test"), false);
+  assertEquals(w.certificateFor("other.test"), "sluice/self-signed");
+  assertEquals(w.issues(), []);
+  const none = world({
+    ingresses: [ingress("nohosts", {
+      tls: [{ secretName: "shop" }],
+      rules: [rule("other.test", ["/", "Prefix", "web"])],
+    })],
+    secrets: [tlsSecret(NS, "shop", "shop")],
+  });
+  assertEquals(none.tls("other.test"), false);
+  assertEquals(none.issues(), [
+    `${NS}/nohosts spec.tls[0].hosts: Cannot serve TLS Secret "${NS}/shop" without hosts: ` +
+    "its certificate covers none of this Ingress's rule hosts; list the hosts it serves in hosts",
   ]);
 });
 

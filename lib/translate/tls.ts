@@ -142,12 +142,13 @@ function readTlsEntries(
     const rawHosts = entry?.hosts;
     // A Set (insertion-ordered), not an array: an entry may list tens of thousands of hosts.
     const unique = new Set<string>();
-    if (!Array.isArray(rawHosts) || rawHosts.length === 0) {
+    const listed = Array.isArray(rawHosts) && rawHosts.length > 0;
+    const withoutHosts = () =>
       report(
         `${field}.hosts`,
         "Cannot serve TLS without hosts: list the hosts the certificate serves in hosts",
       );
-    } else {
+    if (listed) {
       rawHosts.forEach((raw, j) => {
         const result = normaliseRuleHost(raw);
         if (!result.ok) report(`${field}.hosts[${j}]`, result.message);
@@ -159,6 +160,7 @@ function readTlsEntries(
     const hosts = [...unique];
     const secretName = entry?.secretName;
     if (typeof secretName !== "string" || secretName === "") {
+      if (!listed) withoutHosts();
       if (hosts.length > 0) {
         report(
           `${field}.secretName`,
@@ -170,6 +172,7 @@ function readTlsEntries(
       return;
     }
     if (secretName.includes("/")) {
+      if (!listed) withoutHosts();
       report(
         `${field}.secretName`,
         `Cannot use Secret "${secretName}": a TLS Secret must be in the Ingress's namespace ` +
@@ -181,6 +184,7 @@ function readTlsEntries(
     const key = `${namespace}/${secretName}`;
     const certificate = readCertificate(key);
     if (!certificate.ok) {
+      if (!listed) withoutHosts();
       report(
         `${field}.secretName`,
         `Cannot use TLS Secret "${key}": ${certificate.reason}; ` +
@@ -189,9 +193,36 @@ function readTlsEntries(
       entries.push({ field, hosts });
       return;
     }
+    if (!listed) {
+      // IngressTLS.hosts "defaults to the wildcard host setting for the loadbalancer
+      // controller": as ingress-nginx, the Ingress's rule hosts its certificate covers.
+      const covered = ruleHosts(ingress).filter((host) =>
+        certificate.inspection.dnsNames.some((dnsName) => hostCoveredBy(host, dnsName))
+      );
+      if (covered.length === 0) {
+        report(
+          `${field}.hosts`,
+          `Cannot serve TLS Secret "${key}" without hosts: its certificate covers none of this ` +
+            "Ingress's rule hosts; list the hosts it serves in hosts",
+        );
+      }
+      hosts.push(...covered);
+    }
     entries.push({ field, hosts, secret: { key, certificate } });
   });
   return entries;
+}
+
+/** The valid, non-empty hosts of an Ingress's rules, each once. */
+function ruleHosts(ingress: OwnedIngress["ingress"]): string[] {
+  const rules = ingress.spec?.rules;
+  if (!Array.isArray(rules)) return [];
+  const hosts = new Set<string>();
+  for (const rule of rules) {
+    const result = normaliseRuleHost(rule?.host ?? "");
+    if (result.ok && result.host !== "") hosts.add(result.host);
+  }
+  return [...hosts];
 }
 
 /**
@@ -199,7 +230,9 @@ function readTlsEntries(
  * first): the hosts served over TLS and a certificate per host.
  *
  * Kubernetes rules (IngressTLS, networking.k8s.io/v1): `hosts` are the hosts
- * the certificate serves (same format as rule hosts, wildcards included);
+ * the certificate serves (same format as rule hosts, wildcards included;
+ * without any, the Ingress's rule hosts that the certificate covers, as
+ * ingress-nginx does);
  * `secretName` names a Secret in the Ingress's own namespace. A host claimed
  * with different Secrets by several Ingresses goes to the oldest Ingress with a
  * usable Secret; the others are reported. A broken Secret is reported and its
