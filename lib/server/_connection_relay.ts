@@ -3,7 +3,9 @@
  * when its listener enforces timeouts): completes the TLS handshake if any and
  * waits for the client's first bytes (bounded in time), opens a loopback connection to the listener's inner HTTP server,
  * registers which client that inner connection stands for, and copies bytes
- * both ways until either side ends.
+ * both ways until either side ends or a timeout closes both: idle, a request
+ * head that never completes, a client that takes nothing of what is sent to
+ * it (see {@linkcode RelayOptions.idleTimeoutMs}).
  *
  * Why a relay and not Deno serving the TLS socket itself (see
  * `https_listener.ts`): the inner server lives as long as the listener, so
@@ -31,7 +33,9 @@ export interface RelayPeer {
   readonly remoteAddr: Deno.NetAddr;
   /** Requests of this connection in flight (until each response has been sent). */
   requests: number;
-  /** The connection asked for an upgrade (a WebSocket): it is never idle-timed-out. */
+  /** Requests of this connection so far (the relay learns from it that a request head arrived). */
+  arrived: number;
+  /** The connection switched protocols (a WebSocket): exempt from the idle and head timeouts. */
   upgraded: boolean;
 }
 
@@ -42,8 +46,18 @@ export interface RelayOptions {
   /** How long a client may take (TLS handshake included) to send its first bytes. */
   readonly firstBytesTimeoutMs: number;
   /**
-   * A connection with no request in flight and no byte either way for this
-   * long is closed (keep-alive timeout); upgraded connections never are.
+   * The connection's timeouts after its first bytes, each checked once per
+   * period of this length (so a connection goes between one and two of them
+   * after the condition began):
+   *
+   * - idle (keep-alive timeout): no request in flight and no byte either way;
+   * - request head (nginx's `client_header_timeout`): with no request in
+   *   flight, the client sent bytes and no request came of them, however
+   *   slowly they keep coming;
+   * - send (nginx's `send_timeout`): a write to the client took no byte, even
+   *   with a request in flight.
+   *
+   * Upgraded connections are exempt from the first two.
    */
   readonly idleTimeoutMs: number;
   /** Called once the inner connection exists, before any byte is relayed; `port` is its local port. */
@@ -73,29 +87,47 @@ const INNER_BUFFER_BYTES = 16 * 1024;
 /** The same toward a plain TCP client: no records to fit, fewer reads for large bodies. */
 const INNER_BUFFER_BYTES_PLAIN = 64 * 1024;
 
-/** Bytes copied by a relay, both ways: the idle check compares two readings. */
+/** What a relay's checks compare between two readings. */
 interface Activity {
+  /** Bytes copied, both ways. */
   bytes: number;
+  /** A write toward the client is pending. */
+  sending: boolean;
+  /** Writes toward the client started or finished. */
+  sends: number;
 }
 
-/** Copies `from` into `to` until `from` ends, counting bytes; then calls `onEnd`. */
+/** Hooks of {@linkcode pump}. */
+interface PumpHooks {
+  /** Called with each read's size, before it is written on. */
+  readonly onRead: (n: number) => void;
+  /** Called when a write starts (`true`) and when it returns (`false`). */
+  readonly onWrite?: (pending: boolean) => void;
+  /** Called once `from` ended or either side failed. */
+  readonly onEnd: () => void;
+}
+
+/** Copies `from` into `to` until `from` ends. */
 async function pump(
   from: Deno.Conn,
   to: Deno.Conn,
   buffer: Uint8Array,
-  activity: Activity,
-  onEnd: () => void,
+  hooks: PumpHooks,
 ): Promise<void> {
   try {
     while (true) {
       const n = await from.read(buffer);
       if (n === null) break;
-      activity.bytes += n;
+      hooks.onRead(n);
       let written = 0;
-      while (written < n) written += await to.write(buffer.subarray(written, n));
+      while (written < n) {
+        hooks.onWrite?.(true);
+        written += await to.write(buffer.subarray(written, n));
+        hooks.onWrite?.(false);
+      }
     }
   } finally {
-    onEnd();
+    hooks.onEnd();
   }
 }
 
@@ -158,33 +190,60 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       return;
     }
     let port = 0;
-    const peer: RelayPeer = { remoteAddr: conn.remoteAddr, requests: 0, upgraded: false };
-    const activity: Activity = { bytes: first };
-    // One timer per connection, re-armed while anything moved or a request is in flight.
+    const peer: RelayPeer = {
+      remoteAddr: conn.remoteAddr,
+      requests: 0,
+      arrived: 0,
+      upgraded: false,
+    };
+    const activity: Activity = { bytes: first, sending: false, sends: 0 };
+    // Bytes from the client with no request in flight start a request head: `head` is then the
+    // number of requests that had arrived, and the head's end is the next one arriving.
+    let head: number | undefined = 0;
+    let headChecks = 0;
+    const fromClient = (n: number) => {
+      activity.bytes += n;
+      if (head === undefined && peer.requests === 0 && !peer.upgraded) {
+        head = peer.arrived;
+        headChecks = 0;
+      }
+    };
+    // One timer per connection, re-armed until the relay ends (see RelayOptions.idleTimeoutMs).
     let seen = -1;
-    const checkIdle = () => {
+    let seenSends = -1;
+    const check = () => {
       if (stopped) return;
-      if (activity.bytes === seen && peer.requests === 0 && !peer.upgraded) {
+      const waiting = peer.requests === 0 && !peer.upgraded;
+      if (head !== undefined && (peer.arrived !== head || !waiting)) head = undefined;
+      // A head counts as late once a whole period passed since its first bytes.
+      if (head !== undefined) headChecks++;
+      const idle = waiting && activity.bytes === seen;
+      const stalled = activity.sending && activity.sends === seenSends;
+      if (idle || stalled || headChecks >= 2) {
         stop();
         return;
       }
       seen = activity.bytes;
-      idleTimer = setTimeout(checkIdle, options.idleTimeoutMs);
+      seenSends = activity.sends;
+      idleTimer = setTimeout(check, options.idleTimeoutMs);
     };
     try {
       innerConn.setNoDelay(true);
       port = (innerConn.localAddr as Deno.NetAddr).port;
       options.register(port, peer);
       relay.connected = true;
-      checkIdle();
+      check();
       let written = 0;
       while (written < first) {
         written += await innerConn.write(clientBuffer.subarray(written, first));
       }
       await Promise.allSettled([
         // The client finished sending: let the inner server see the end of the request stream.
-        pump(conn, innerConn, clientBuffer, activity, () => {
-          innerConn.closeWrite().catch(() => closeQuietly(innerConn));
+        pump(conn, innerConn, clientBuffer, {
+          onRead: fromClient,
+          onEnd: () => {
+            innerConn.closeWrite().catch(() => closeQuietly(innerConn));
+          },
         }),
         // The inner server closed (or failed): the connection is over once the client has it all
         // (closeWrite flushes and sends TLS close_notify; close alone may drop what is buffered).
@@ -192,9 +251,15 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
           innerConn,
           conn,
           new Uint8Array(tls ? INNER_BUFFER_BYTES : INNER_BUFFER_BYTES_PLAIN),
-          activity,
-          () => {
-            conn.closeWrite().then(stop, stop);
+          {
+            onRead: (n) => activity.bytes += n,
+            onWrite: (pending) => {
+              activity.sending = pending;
+              activity.sends++;
+            },
+            onEnd: () => {
+              conn.closeWrite().then(stop, stop);
+            },
           },
         ),
       ]);

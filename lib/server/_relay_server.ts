@@ -37,7 +37,12 @@ export interface RelayServerOptions {
   readonly secure: boolean;
   /** How long a new connection may take (TLS handshake included) to send its first bytes. */
   readonly firstBytesTimeoutMs: number;
-  /** A connection with no request in flight and no byte either way for this long is closed. */
+  /**
+   * A connection with no request in flight and no byte either way for this
+   * long is closed; so is one whose bytes with no request in flight have not
+   * become a request (a trickled head), and one whose client took nothing
+   * sent to it (see `RelayOptions.idleTimeoutMs` in `_connection_relay.ts`).
+   */
   readonly idleTimeoutMs: number;
   /** The listener's public port, told to the handler (read per request). */
   readonly localPort: () => number;
@@ -84,6 +89,7 @@ export class RelayServer {
       if (peer === undefined) return misdirected();
       this.#requests++;
       peer.requests++;
+      peer.arrived++;
       onRequest?.(1);
       const done = () => {
         this.#requests--;

@@ -8,8 +8,9 @@
  * stays open for good), so a client can hold any number of them. With
  * `relay`, the listener accepts connections itself and relays each into a
  * loopback `Deno.serve` (`_relay_server.ts`, as HTTPS does), closing one that
- * sends nothing for `firstBytesTimeoutMs` or sits idle for `idleTimeoutMs`:
- * one more loopback hop per connection, paid in throughput.
+ * sends nothing for `firstBytesTimeoutMs`, or for `idleTimeoutMs` sits idle,
+ * trickles a request head that never completes, or takes nothing of what it
+ * is sent: one more loopback hop per connection, paid in throughput.
  *
  * Knows nothing of routing or TLS; it calls a {@linkcode RequestHandler}.
  *
@@ -48,7 +49,14 @@ export interface HttpListenerOptions {
   readonly relay?: {
     /** A new connection that sends nothing for this long is closed. */
     readonly firstBytesTimeoutMs: number;
-    /** A connection with no request in flight and no byte either way for this long is closed. */
+    /**
+     * A connection with no request in flight and no byte either way for this
+     * long is closed (keep-alive timeout); so is one whose bytes sent with no
+     * request in flight have not become a request for this long (nginx's
+     * `client_header_timeout`), and one that took nothing sent to it for this
+     * long (nginx's `send_timeout`, WebSockets included). Each is checked
+     * once per period: a connection goes between one and two periods late.
+     */
     readonly idleTimeoutMs: number;
   };
 }

@@ -36,8 +36,10 @@
  * socket instead). The inner server answers only connections from its own
  * relays (421 otherwise). Shutdown is Deno's graceful one on the inner
  * server: requests whose body has arrived finish, an upload still arriving
- * is cut (as with `Deno.serve`). A connection idle between requests is
- * closed after `idleTimeoutMs` (WebSockets excepted).
+ * is cut (as with `Deno.serve`). A connection idle between requests, one
+ * whose request head does not complete, and one whose client takes nothing
+ * sent to it are closed after one to two `idleTimeoutMs` (WebSockets are
+ * exempt from the first two; see `_connection_relay.ts`).
  *
  * Knows the certificate table's interface, not how it is built; nothing of
  * routes or Kubernetes.
@@ -74,8 +76,9 @@ export interface HttpsListenerOptions {
   readonly firstBytesTimeoutMs?: number;
   /**
    * A connection with no request in flight and no byte either way for this
-   * long is closed (keep-alive timeout; WebSockets excepted). Default 75,000 ms
-   * (nginx's `keepalive_timeout`).
+   * long is closed (keep-alive timeout; WebSockets excepted); the same period
+   * bounds a request head and a client that takes nothing (see
+   * `RelayOptions.idleTimeoutMs`). Default 75,000 ms (nginx's `keepalive_timeout`).
    */
   readonly idleTimeoutMs?: number;
   /** Answers when the handler throws. Default: a bare 500. */
