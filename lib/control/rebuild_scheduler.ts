@@ -152,7 +152,11 @@ export class RebuildScheduler {
       try {
         await this.#rebuild();
       } catch (error) {
-        this.#onError(error);
+        try {
+          this.#onError(error);
+        } catch {
+          // Reporting failed too: nothing is left to tell, and the scheduler must carry on.
+        }
       } finally {
         this.#lastRebuild = this.#timers.now();
       }

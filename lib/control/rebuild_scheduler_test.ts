@@ -140,3 +140,40 @@ Deno.test("RebuildScheduler.stop() cancels a waiting rebuild", async () => {
   assertEquals(rebuilds.length, 1);
   assertEquals(timers.pendingCount, 0);
 });
+
+// Was a bug: an onError that threw made the timer's rebuild reject with nobody to catch it
+// (`void this.#run()`): an unhandled rejection, which ends a Deno process.
+Deno.test("RebuildScheduler keeps going when onError itself throws, and rejects nothing", async () => {
+  const timers = new FakeTimers();
+  let calls = 0;
+  const scheduler = new RebuildScheduler({
+    timers,
+    rebuild: () => {
+      calls++;
+      throw new Error("Cannot rebuild: thrown on purpose");
+    },
+    onError: () => {
+      throw new Error("Cannot log: thrown on purpose");
+    },
+  });
+  const unhandled: unknown[] = [];
+  const onUnhandled = (event: PromiseRejectionEvent) => {
+    event.preventDefault();
+    unhandled.push(event.reason);
+  };
+  globalThis.addEventListener("unhandledrejection", onUnhandled);
+  try {
+    scheduler.notify();
+    await timers.advance(100);
+    await scheduler.flush();
+    scheduler.notify();
+    await timers.advance(100);
+    // Unhandled rejections are reported after a macrotask turn.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assertEquals(calls, 3);
+    assertEquals(unhandled, []);
+  } finally {
+    globalThis.removeEventListener("unhandledrejection", onUnhandled);
+    await scheduler.stop();
+  }
+});

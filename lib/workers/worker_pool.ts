@@ -1,8 +1,9 @@
 /**
  * The control plane's side of multi-core serving (`--workers N`): starts N
  * Web Workers that each serve the same ports (`reusePort`; the kernel spreads
- * connections between them), posts every snapshot input to all of them, and
- * stops them.
+ * connections between them), posts snapshot inputs to all of them (the
+ * newest only, when a worker is still busy with an earlier one), and stops
+ * them.
  *
  * All N servers are workers: the main thread stays the control plane
  * (Kubernetes watches, translation, status), so a large relist never stalls
@@ -14,11 +15,12 @@
  * @module
  */
 import { componentLogger, type Logger } from "../log/logging.ts";
+import { errorText } from "../log/error_text.ts";
 import { type FromWorker, isFromWorker, type ToWorker, type WorkerConfig } from "./protocol.ts";
 
 /** Options of {@linkcode startWorkerPool}. */
 export interface WorkerPoolOptions<D> {
-  /** How many workers serve; at least 1. */
+  /** How many workers serve: a whole number, at least 1. */
   readonly count: number;
   /** The worker entry module, which calls `runWorker()`. */
   readonly module: URL;
@@ -66,12 +68,16 @@ interface Member {
   stopped: PromiseWithResolvers<PoolShutdownResult>;
   /** Pings sent since its last message. */
   unanswered: number;
+  /** The snapshot version posted to it and not answered yet. */
+  posted: number | undefined;
 }
 
 /** Starts `count` serving workers and resolves once all of them listen. */
 export async function startWorkerPool<D>(options: WorkerPoolOptions<D>): Promise<WorkerPool<D>> {
-  if (!(options.count >= 1)) {
-    throw new RangeError(`Cannot start workers: count "${options.count}" is below 1`);
+  if (!Number.isInteger(options.count) || options.count < 1) {
+    throw new RangeError(
+      `Cannot start workers: count "${options.count}" is not a whole number from 1`,
+    );
   }
   const pool = new WorkerPool<D>(options);
   try {
@@ -157,9 +163,25 @@ export class WorkerPool<D> {
 
   /**
    * Posts a snapshot input to every worker; resolves once each has applied
-   * it (new requests and TLS handshakes see it) or rejected it.
+   * it or a newer one (new requests and TLS handshakes see it), or rejected
+   * it. Rejects at once when `version` is not above the last one published.
+   *
+   * Coalesced: a worker has at most one snapshot posted and unanswered; what
+   * is published meanwhile waits, and only the newest is posted when it
+   * answers (a burst neither queues copies in the workers nor compiles each
+   * one). A worker that rejects the newest is counted as rejecting every
+   * older one it was still waiting for, since it kept an even older one. A
+   * snapshot that cannot be posted (structured clone) counts as rejected.
    */
   publish(version: number, data: D): Promise<PublishResult> {
+    // A worker ignores a version it already has (or an older one) yet answers `applied`.
+    if (!(version > this.#latest.version)) {
+      return Promise.reject(
+        new RangeError(
+          `Cannot publish snapshot "${version}": not newer than snapshot "${this.#latest.version}"`,
+        ),
+      );
+    }
     this.#latest = { version, data };
     const alive = this.#members.filter((m) => m.alive);
     const { promise, resolve } = Promise.withResolvers<PublishResult>();
@@ -170,8 +192,7 @@ export class WorkerPool<D> {
       resolve,
     };
     this.#pending.add(pending);
-    const message: ToWorker<D> = { type: "snapshot", version, data };
-    for (const member of alive) member.worker.postMessage(message);
+    for (const member of alive) this.#post(member);
     this.#settle(pending);
     return promise;
   }
@@ -246,6 +267,7 @@ export class WorkerPool<D> {
       alive: true,
       stopped: Promise.withResolvers(),
       unanswered: 0,
+      posted: this.#latest.version,
     };
     this.#members.push(member);
     const listening = Promise.withResolvers<FromWorker & { type: "listening" }>();
@@ -284,14 +306,11 @@ export class WorkerPool<D> {
         return;
       case "applied":
       case "rejected":
-        for (const pending of this.#pending) {
-          if (message.version < pending.version) continue;
-          if (message.type === "rejected" && message.version === pending.version) {
-            pending.rejected.push({ worker: member.id, message: message.message });
-          }
-          pending.waiting.delete(member.id);
-          this.#settle(pending);
-        }
+        this.#answered(
+          member,
+          message.version,
+          message.type === "rejected" ? message.message : undefined,
+        );
         return;
       case "stopped":
         member.alive = false;
@@ -312,6 +331,34 @@ export class WorkerPool<D> {
         return;
       }
     }
+  }
+
+  /** Posts the newest snapshot to `member` unless it has one unanswered, or already has it. */
+  #post(member: Member): void {
+    if (!member.alive || member.posted !== undefined || this.#shutdown !== undefined) return;
+    const { version, data } = this.#latest;
+    try {
+      member.worker.postMessage({ type: "snapshot", version, data } satisfies ToWorker<D>);
+    } catch (error) {
+      // Cannot be cloned: the worker never sees it, and keeps what it has.
+      this.#answered(member, version, `Cannot post snapshot "${version}": ${errorText(error)}`);
+      return;
+    }
+    member.posted = version;
+  }
+
+  /** `member` applied (or, with a reason, rejected) `version`. */
+  #answered(member: Member, version: number, rejected: string | undefined): void {
+    for (const pending of this.#pending) {
+      if (version < pending.version || !pending.waiting.has(member.id)) continue;
+      // Waiting for an older version than the rejected one: it never got it (coalesced), and
+      // keeps serving an older one still.
+      if (rejected !== undefined) pending.rejected.push({ worker: member.id, message: rejected });
+      pending.waiting.delete(member.id);
+      this.#settle(pending);
+    }
+    if (member.posted !== undefined && version >= member.posted) member.posted = undefined;
+    if (version < this.#latest.version) this.#post(member);
   }
 
   /** A worker is gone (failed, errored, terminated): stop waiting for it. */

@@ -72,7 +72,9 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   let current: Snapshot | undefined;
   let https: HttpsListener | undefined;
   let handler: WorkerHandler | undefined;
-  const listeners: Listener[] = [];
+  const listeners: { readonly name: "http" | "https"; readonly listener: Listener }[] = [];
+  // Requests in flight per listener, as the listeners count them (for the shutdown report too).
+  const inFlight = { http: 0, https: 0 };
   const snapshot = (): Snapshot => {
     if (current === undefined) throw new Error("Cannot serve: no snapshot installed yet");
     return current;
@@ -116,13 +118,12 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       logger: componentLogger("proxy").with({ worker }),
     });
     const hostname = config.hostname ?? "0.0.0.0";
-    // Requests in flight per listener, as the listeners count them.
-    const counted = (listener: "http" | "https") => {
-      const onRequest = options.onRequest;
-      return onRequest === undefined
-        ? {}
-        : { onRequest: (delta: 1 | -1) => onRequest(listener, delta) };
-    };
+    const counted = (listener: "http" | "https") => ({
+      onRequest: (delta: 1 | -1) => {
+        inFlight[listener] += delta;
+        options.onRequest?.(listener, delta);
+      },
+    });
     let httpPort: number | null = null;
     let httpsPort: number | null = null;
     if (config.httpPort !== null) {
@@ -140,7 +141,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           : {}),
         ...counted("http"),
       });
-      listeners.push(http);
+      listeners.push({ name: "http", listener: http });
       httpPort = http.addr.port;
     }
     if (config.httpsPort !== null) {
@@ -152,7 +153,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         ...counted("https"),
         logger: logger(),
       });
-      listeners.push(https);
+      listeners.push({ name: "https", listener: https });
       httpsPort = https.addr.port;
     }
     scope.postMessage({ type: "listening", worker, httpPort, httpsPort });
@@ -164,16 +165,21 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
     // letting them hold the drain. (Deno 2.9.6's own graceful shutdown also
     // closes upgraded WebSockets, "Server shutting down"; this does not rely on it,
     // and makes the relays send the backend its close frame.) Bounded: 5 s per relay.
-    const drained = Promise.all(listeners.map((l) => l.shutdown({ timeoutMs })));
+    const drained = Promise.all(listeners.map((l) => l.listener.shutdown({ timeoutMs })));
     const closed = closeWebSockets();
     const results = await drained;
+    // A listener that cannot count what it left open (`Deno.serve`) still had its requests counted.
+    const open = results.reduce(
+      (sum, r, i) => sum + (r.graceful ? 0 : r.openConnections ?? inFlight[listeners[i]!.name]),
+      0,
+    );
     await closed;
     handler?.close?.();
     scope.postMessage({
       type: "stopped",
       worker,
       graceful: results.every((r) => r.graceful),
-      openConnections: results.reduce((sum, r) => sum + (r.openConnections ?? 0), 0),
+      openConnections: open,
     });
     scope.onmessage = null;
     scope.close();
