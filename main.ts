@@ -9,7 +9,7 @@ import { parseConfig } from "./lib/config/config.ts";
 import { availableCpus } from "./lib/config/cpu_limit.ts";
 import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
-import { startSluice } from "./lib/app/sluice.ts";
+import { type Sluice, startSluice } from "./lib/app/sluice.ts";
 
 const parsed = parseConfig(Deno.args, {
   env: Deno.env.toObject(),
@@ -27,36 +27,52 @@ const config = parsed.config;
 await configureLogging({ level: config.logLevel, format: config.logFormat });
 const logger = componentLogger("main");
 
-let sluice;
-try {
-  sluice = await startSluice(config, { env: Deno.env.toObject() });
-} catch (error) {
-  logger.fatal("Cannot start: {error}", {
-    error: errorText(error),
-  });
-  await flushLogging();
-  Deno.exit(1);
+/** Exits once buffered log lines are written (bounded: a stuck sink must not keep us alive). */
+async function exit(code: number): Promise<never> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    flushLogging(),
+    new Promise((resolve) => timer = setTimeout(resolve, 2_000)),
+  ]);
+  clearTimeout(timer);
+  Deno.exit(code);
 }
 
-const running = sluice;
+// Listening from the start: a signal during start-up (which can hang, for example on a
+// kubeconfig that never reads) must end the process with a word, not by the signal's default.
+let running: Sluice | undefined;
 let signalled = false;
 const onSignal = (signal: Deno.Signal) => {
   if (signalled) {
     logger.warn("Second {signal}: exiting now", { signal });
-    Deno.exit(1);
+    void exit(1);
+    return;
   }
   signalled = true;
   logger.info("Received {signal}", { signal });
+  if (running === undefined) {
+    // Not ready yet, so no traffic was sent here: nothing to drain.
+    logger.info("Stopping during start-up: nothing to drain", {});
+    void exit(0);
+    return;
+  }
   // Exit 0 after a shutdown, also one that had to leave requests unfinished at the deadline
   // (logged): the orchestrator asked for it.
-  running.shutdown().then(async () => {
-    await flushLogging();
-    Deno.exit(0);
-  }, async (error) => {
+  running.shutdown().then(() => exit(0), (error) => {
     logger.error("Cannot shut down cleanly: {error}", { error: String(error) });
-    await flushLogging();
-    Deno.exit(1);
+    return exit(1);
   });
 };
 Deno.addSignalListener("SIGTERM", () => onSignal("SIGTERM"));
 Deno.addSignalListener("SIGINT", () => onSignal("SIGINT"));
+
+try {
+  const started = await startSluice(config, { env: Deno.env.toObject() });
+  // A signal that came during start-up is exiting already.
+  if (!signalled) running = started;
+} catch (error) {
+  logger.fatal("Cannot start: {error}", {
+    error: errorText(error),
+  });
+  await exit(1);
+}

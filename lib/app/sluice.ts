@@ -10,7 +10,8 @@
 import type { Config } from "../config/config.ts";
 import { type KubeAccess, loadKubeAccess } from "../k8s/kube_access.ts";
 import { KubeClient } from "../k8s/kube_client.ts";
-import { componentLogger } from "../log/logging.ts";
+import { errorText } from "../log/error_text.ts";
+import { componentLogger, type Logger } from "../log/logging.ts";
 import { ControlPlaneMetrics, type WatchStats } from "../metrics/control_plane_metrics.ts";
 import {
   METRICS_CONTENT_TYPE,
@@ -19,7 +20,8 @@ import {
   snapshotMetrics,
 } from "../metrics/exposition.ts";
 import { Controller } from "../control/controller.ts";
-import { serveHealth } from "../server/health_server.ts";
+import { type HealthServerOptions, serveHealth } from "../server/health_server.ts";
+import { settlesWithin } from "../server/listener.ts";
 import { KubeSource } from "../sources/kube_source.ts";
 import { ManifestSource } from "../sources/manifest_source.ts";
 import type { ObjectSource } from "../sources/source.ts";
@@ -28,7 +30,7 @@ import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
-import { startWorkerPool } from "../workers/worker_pool.ts";
+import { startWorkerPool, type WorkerPool } from "../workers/worker_pool.ts";
 import {
   type SluiceHandlerOptions,
   type SluiceSnapshotData,
@@ -38,6 +40,8 @@ import { type Publishing, startPublishing } from "./publishing.ts";
 
 /** Longest issue message logged whole (Events cut theirs at 1,024 characters too). */
 const MAX_LOGGED_MESSAGE = 1_024;
+/** After the drain, how long the watches and the Lease release may take before Sluice exits anyway. */
+const STOP_AFTER_DRAIN_MS = 2_000;
 /** A running Sluice. */
 export interface Sluice {
   readonly httpPort: number | null;
@@ -45,7 +49,10 @@ export interface Sluice {
   readonly healthPort: number;
   /** Resolves once the first routes are served. */
   readonly ready: Promise<void>;
-  /** Graceful shutdown: not ready at once, keep serving for the delay, drain, stop. */
+  /**
+   * Graceful shutdown: not ready and the Lease handed over at once, keep serving (and
+   * following the sources) for the delay, drain, then stop what is left within a short bound.
+   */
   shutdown(): Promise<{ graceful: boolean }>;
 }
 
@@ -61,6 +68,73 @@ export interface SluiceEnvironment {
 export async function startSluice(config: Config, environment: SluiceEnvironment): Promise<Sluice> {
   const logger = componentLogger("main");
   const hostname = environment.hostname ?? "0.0.0.0";
+  // The health port first: a port taken by something else stops start-up before any worker
+  // serves or any watch or leader election begins, and the kubelet's probes get answers
+  // (live, not ready) while the rest starts.
+  const parts: Parts = { started: false, shuttingDown: false };
+  const health = listenHealth(hostname, config.healthPort, {
+    // Not live until start-up finished: one that hangs fails the startup probe and the kubelet
+    // restarts the pod. A worker lost (crashed, hung) is not restarted in-process: failing
+    // liveness makes the kubelet restart the pod at full capacity. Live while draining.
+    live: () =>
+      parts.started &&
+      (parts.shuttingDown || (parts.pool !== undefined && parts.pool.size === parts.pool.count)),
+    // Every worker: a lost one (a hung one keeps its socket, Deno 2.9.6 cannot terminate a
+    // busy worker) still gets its share of new connections from the kernel, so drain the pod.
+    ready: () =>
+      parts.controller?.ready === true && !parts.shuttingDown && parts.pool !== undefined &&
+      parts.pool.size === parts.pool.count,
+    metrics: () =>
+      parts.scrape?.() ?? Promise.resolve({ body: "", contentType: METRICS_CONTENT_TYPE }),
+    onError: (error) => logger.error("Health port error: {error}", { error: String(error) }),
+  });
+  try {
+    return await startParts(config, { ...environment, hostname, health, parts, logger });
+  } catch (error) {
+    // Stopped, not terminated: a terminated worker is logged as lost, which is not what happened.
+    await parts.pool?.shutdown({ timeoutMs: 1_000 });
+    await health.shutdown();
+    throw error;
+  }
+}
+
+/** Serves the health port, or throws naming it. */
+function listenHealth(
+  hostname: string,
+  port: number,
+  options: Omit<HealthServerOptions, "hostname" | "port">,
+): Deno.HttpServer<Deno.NetAddr> {
+  try {
+    return serveHealth({ ...options, hostname, port });
+  } catch (error) {
+    throw new Error(
+      `Cannot listen on the health port "${hostname}:${port}" (--health-port): ${errorText(error)}`,
+    );
+  }
+}
+
+/** What {@linkcode startParts} wires in, beside the config. */
+interface StartContext extends SluiceEnvironment {
+  readonly hostname: string;
+  readonly health: Deno.HttpServer<Deno.NetAddr>;
+  readonly parts: Parts;
+  readonly logger: Logger;
+}
+
+/** The running parts the health port reports on, filled in as they start. */
+interface Parts {
+  pool?: WorkerPool<SluiceSnapshotData>;
+  controller?: Controller;
+  /** Renders `/metrics` once the metrics exist. */
+  scrape?: () => Promise<{ body: string; contentType: string }>;
+  /** Every part started (`startSluice` is about to resolve). */
+  started: boolean;
+  shuttingDown: boolean;
+}
+
+/** Starts the data plane, the control plane and publishing behind a listening health port. */
+async function startParts(config: Config, context: StartContext): Promise<Sluice> {
+  const { hostname, health, parts, logger, env } = context;
   const defaultCertificate = await generateSelfSignedCertificate();
   const handlerOptions: SluiceHandlerOptions = {
     accessLog: config.accessLog,
@@ -87,6 +161,7 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
     },
     snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },
   });
+  parts.pool = pool;
   logger.info("Serving HTTP on {httpPort} and HTTPS on {httpsPort} with {workers} workers", {
     httpPort: pool.httpPort,
     httpsPort: pool.httpsPort,
@@ -144,6 +219,11 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
     for (const r of result.rejected) {
       logger.error("Worker {worker} kept its last routes: {message}", { ...r });
     }
+    // Not published: the controller counts the error and tries again (else the first real
+    // routes could be refused while Sluice reported ready with the start-up table).
+    if (result.rejected.length > 0) {
+      throw new Error(`${result.rejected.length} worker(s) refused snapshot ${version}`);
+    }
     metrics.published(version, translation.issues, certificateExpiries(translation));
     logIssues(translation);
     publishing?.published(translation);
@@ -199,9 +279,10 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   });
 
   ref.controller = controller;
+  parts.controller = controller;
 
   if (client !== undefined) {
-    const namespace = config.electionNamespace ?? environment.env.POD_NAMESPACE ??
+    const namespace = config.electionNamespace ?? env.POD_NAMESPACE ??
       await inClusterNamespace() ?? "default";
     publishing = startPublishing({
       client,
@@ -213,7 +294,7 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
       },
       electionId: config.electionId,
       electionNamespace: namespace,
-      identity: environment.env.POD_NAME ?? Deno.hostname(),
+      identity: env.POD_NAME ?? Deno.hostname(),
       publishService: config.publishService,
       publishStatusAddresses: config.publishStatusAddresses,
       logger: componentLogger("publish"),
@@ -221,23 +302,14 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   }
   controller.start();
 
-  let shuttingDown = false;
-  const health = serveHealth({
-    hostname,
-    port: config.healthPort,
-    // A worker lost (crashed, hung) is not restarted in-process: failing liveness makes the
-    // kubelet restart the pod at full capacity.
-    live: () => shuttingDown || pool.size === pool.count,
-    ready: () => controller.ready && !shuttingDown && pool.size > 0,
-    metrics: async () => {
-      const parts: MetricsSnapshot[] = [await snapshotMetrics(metrics.registry)];
-      for (const worker of await pool.collect()) parts.push(worker as MetricsSnapshot);
-      return { body: await renderMetrics(parts), contentType: METRICS_CONTENT_TYPE };
-    },
-    onError: (error) => logger.error("Health port error: {error}", { error: String(error) }),
-  });
+  parts.scrape = async () => {
+    const scraped: MetricsSnapshot[] = [await snapshotMetrics(metrics.registry)];
+    for (const worker of await pool.collect()) scraped.push(worker as MetricsSnapshot);
+    return { body: await renderMetrics(scraped), contentType: METRICS_CONTENT_TYPE };
+  };
 
   let stopping: Promise<{ graceful: boolean }> | undefined;
+  parts.started = true;
   return {
     httpPort: pool.httpPort,
     httpsPort: pool.httpsPort,
@@ -245,7 +317,7 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
     ready: controller.whenReady,
     shutdown() {
       stopping ??= (async () => {
-        shuttingDown = true;
+        parts.shuttingDown = true;
         logger.info(
           "Shutting down: not ready now, serving {delay} ms more, then draining for up to {timeout} ms",
           {
@@ -253,16 +325,33 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
             timeout: config.shutdownTimeoutMs,
           },
         );
+        // Publishing is the cluster's business, not the traffic's: hand the Lease over now, so
+        // another replica leads while this one drains (the release is bounded by the renew
+        // deadline, and no longer adds to the drain). The watches keep running: endpoints that
+        // change during the drain must still reach the workers.
+        const publishingStopped = publishing?.stop() ?? Promise.resolve();
         await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
         const drained = await pool.shutdown({ timeoutMs: config.shutdownTimeoutMs });
-        await controller.stop();
-        await publishing?.stop();
+        // What is left must not push the exit past the grace period: an apiserver that no longer
+        // answers gets a short, fixed wait.
+        const stopped = await settlesWithin(
+          Promise.all([controller.stop(), publishingStopped]),
+          STOP_AFTER_DRAIN_MS,
+        );
+        if (!stopped) {
+          logger.warn(
+            "Cannot stop the watches and leader election within {ms} ms: exiting anyway",
+            { ms: STOP_AFTER_DRAIN_MS },
+          );
+        }
         access?.close();
-        await health.shutdown();
+        await settlesWithin(health.shutdown(), STOP_AFTER_DRAIN_MS);
         logger.info("Stopped ({state})", {
           state: drained.graceful
             ? "every request finished"
-            : `${drained.openConnections} connections cut`,
+            : drained.openConnections > 0
+            ? `${drained.openConnections} connection${drained.openConnections === 1 ? "" : "s"} cut`
+            : "requests still running at the deadline were cut",
         });
         return { graceful: drained.graceful };
       })();

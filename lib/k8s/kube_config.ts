@@ -13,6 +13,7 @@
  * @module
  */
 import type { KubeConfig, User } from "@kubernetes/client-node";
+import { parse as parseYaml } from "yaml";
 import { errorText } from "../log/error_text.ts";
 
 /** Header names and values, in order; plain data that crosses `postMessage`. */
@@ -93,6 +94,13 @@ export function loadKubeConfig(kc: KubeConfig, options: LoadKubeConfigOptions = 
       });
     }
   } else {
+    if (!hasDefaultCredentials()) {
+      // client-node would fall back to http://localhost:8080 and fail with a line about TLS.
+      throw new Error(
+        'Cannot find Kubernetes credentials: no --kubeconfig, $KUBECONFIG or "~/.kube/config", ' +
+          "and not in a cluster; give --kubeconfig, or --manifests to run without one",
+      );
+    }
     try {
       kc.loadFromDefault();
     } catch (error) {
@@ -114,6 +122,56 @@ export function loadKubeConfig(kc: KubeConfig, options: LoadKubeConfigOptions = 
     kc.setCurrentContext(options.context);
   }
   return origin;
+}
+
+/**
+ * The `tokenFile` of user `name` in the kubeconfig file(s) `origin` names
+ * (the first file that defines the user wins, as in client-go), resolved
+ * against that file's directory; undefined when there is none.
+ */
+function userTokenFile(origin: string, name: string): string | undefined {
+  if (origin === "in-cluster") return undefined;
+  const home = Deno.env.get("HOME") ?? "";
+  const paths = origin === "~/.kube/config" ? [`${home}/.kube/config`] : origin.split(":");
+  for (const path of paths) {
+    let users: unknown;
+    try {
+      users = (parseYaml(Deno.readTextFileSync(path)) as { users?: unknown } | null)?.users;
+    } catch {
+      continue; // client-node read it already; nothing more to learn here.
+    }
+    if (!Array.isArray(users)) continue;
+    const entry = users.find((u) => (u as { name?: unknown } | null)?.name === name) as
+      | { user?: { tokenFile?: unknown } | null }
+      | undefined;
+    if (entry === undefined) continue;
+    const file = entry.user?.tokenFile;
+    if (typeof file !== "string" || file === "") return undefined;
+    if (file.startsWith("/")) return file;
+    const slash = path.lastIndexOf("/");
+    return slash === -1 ? file : `${path.slice(0, slash + 1)}${file}`;
+  }
+  return undefined;
+}
+
+/** In-cluster service-account token (client-go's rest.InClusterConfig reads it too). */
+const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/** Whether any source `loadFromDefault()` tries exists: `$KUBECONFIG`, `~/.kube/config`, in-cluster. */
+function hasDefaultCredentials(): boolean {
+  const fromEnv = Deno.env.get("KUBECONFIG");
+  if (fromEnv !== undefined && fromEnv !== "") return true;
+  const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
+  const exists = (path: string) => {
+    try {
+      Deno.statSync(path);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (home !== undefined && exists(`${home}/.kube/config`)) return true;
+  return Deno.env.get("KUBERNETES_SERVICE_HOST") !== undefined && exists(IN_CLUSTER_TOKEN);
 }
 
 /**
@@ -157,12 +215,18 @@ export async function resolveKubeConfig(
   } catch (error) {
     throw new Error(`Cannot use kubeconfig "${origin}": ${errorText(error)}`, { cause: error });
   }
-  const kind = credentialKind(user);
+  let kind = credentialKind(user);
+  // client-node 2.0.1 reads a user's `token-file` but not client-go's `tokenFile` (what
+  // `kubectl config set-credentials --token-file` writes): read it from the files ourselves.
+  const tokenFile = kind === "static" && !user?.token && !user?.username && user !== null
+    ? userTokenFile(origin, user.name)
+    : undefined;
+  if (tokenFile !== undefined) kind = "tokenFile";
   let credentials: ResolvedCredentials;
   if (kind === "tokenFile") {
     credentials = {
       kind,
-      path: String(user?.authProvider?.config?.tokenFile),
+      path: tokenFile ?? String(user?.authProvider?.config?.tokenFile),
       headers: options.headers.filter(([name]) => name.toLowerCase() !== "authorization"),
     };
   } else if (kind === "static") {

@@ -96,6 +96,26 @@ export function redacting(formatter: TextFormatter): TextFormatter {
   return (record) => redactLine(formatter(redactRecord(record)));
 }
 
+/**
+ * Standard error as a stream whose failed writes are dropped: once the log
+ * reader is gone (a broken pipe: journald restarted, `| head`), a log line
+ * must not reject unhandled inside the sink and end the process mid-drain.
+ */
+function forgivingStderr(): WritableStream<Uint8Array> {
+  let broken = false;
+  return new WritableStream({
+    async write(chunk) {
+      if (broken) return;
+      try {
+        let offset = 0;
+        while (offset < chunk.length) offset += await Deno.stderr.write(chunk.subarray(offset));
+      } catch {
+        broken = true;
+      }
+    },
+  });
+}
+
 /** Installs the process-wide sinks. Call once per isolate (`main.ts`, each worker). */
 export async function configureLogging(options: LoggingOptions): Promise<void> {
   const formatter = redacting(
@@ -110,7 +130,7 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
   const sink = options.sink ??
     (options.format === "pretty"
       ? getConsoleSink({ formatter })
-      : getStreamSink(Deno.stderr.writable, { formatter }));
+      : getStreamSink(forgivingStderr(), { formatter }));
   await configure({
     reset: true,
     sinks: { main: sink },

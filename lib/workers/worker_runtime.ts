@@ -66,6 +66,29 @@ export interface WorkerRuntimeOptions<D> {
   collect?(): unknown | Promise<unknown>;
 }
 
+/** A response asking its client to close the connection (not a 101: its connection is upgraded). */
+function closingConnection(response: Response): Response {
+  if (response.status === 101) return response;
+  try {
+    response.headers.set("connection", "close");
+  } catch {
+    // Immutable headers: Deno's graceful shutdown still closes the connection after it.
+  }
+  return response;
+}
+
+/** Starts a listener, or throws naming it and its flag. */
+function listening<L>(what: "HTTP" | "HTTPS", hostname: string, port: number, listen: () => L): L {
+  try {
+    return listen();
+  } catch (error) {
+    const flag = what === "HTTP" ? "--http-port" : "--https-port";
+    throw new Error(
+      `Cannot listen for ${what} on "${hostname}:${port}" (${flag}): ${errorText(error)}`,
+    );
+  }
+}
+
 /** Serves on behalf of the control plane until told to shut down. Call once, from the worker entry module. */
 export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D>): void {
   let worker = -1;
@@ -80,6 +103,17 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
     return current;
   };
   const logger = () => componentLogger("worker").with({ worker });
+  // Set when the drain begins: responses then ask their client to close the connection, so a
+  // keep-alive client opens its next request elsewhere instead of having it cut.
+  let draining = false;
+  // Checked when the response is ready, not when the request came: a request in flight when the
+  // drain began is answered after it.
+  const closeIfDraining = (response: Response) =>
+    draining ? closingConnection(response) : response;
+  const serve: RequestHandler = (req, info) => {
+    const answer = handler!(req, info);
+    return answer instanceof Promise ? answer.then(closeIfDraining) : closeIfDraining(answer);
+  };
 
   const install = (message: SnapshotMessage<D>): void => {
     if (current !== undefined && message.version <= current.version) return;
@@ -127,32 +161,36 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
     let httpPort: number | null = null;
     let httpsPort: number | null = null;
     if (config.httpPort !== null) {
-      const http = listenHttp(handler, {
-        hostname,
-        port: config.httpPort,
-        reusePort: true,
-        ...(config.httpClientTimeouts === true
-          ? {
-            relay: {
-              firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
-              idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
-            },
-          }
-          : {}),
-        ...counted("http"),
-      });
+      const port = config.httpPort;
+      const http = listening("HTTP", hostname, port, () =>
+        listenHttp(serve, {
+          hostname,
+          port,
+          reusePort: true,
+          ...(config.httpClientTimeouts === true
+            ? {
+              relay: {
+                firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+                idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
+              },
+            }
+            : {}),
+          ...counted("http"),
+        }));
       listeners.push({ name: "http", listener: http });
       httpPort = http.addr.port;
     }
     if (config.httpsPort !== null) {
-      https = listenHttps(handler, {
-        hostname,
-        port: config.httpsPort,
-        certificates: () => snapshot().certificates,
-        ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
-        ...counted("https"),
-        logger: logger(),
-      });
+      const port = config.httpsPort;
+      https = listening("HTTPS", hostname, port, () =>
+        listenHttps(serve, {
+          hostname,
+          port,
+          certificates: () => snapshot().certificates,
+          ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
+          ...counted("https"),
+          logger: logger(),
+        }));
       listeners.push({ name: "https", listener: https });
       httpsPort = https.addr.port;
     }
@@ -161,6 +199,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   };
 
   const stop = async (timeoutMs: number): Promise<void> => {
+    draining = true;
     // Stop accepting first, then close WebSockets (1001) at once rather than
     // letting them hold the drain. (Deno 2.9.6's own graceful shutdown also
     // closes upgraded WebSockets, "Server shutting down"; this does not rely on it,

@@ -1,0 +1,764 @@
+/**
+ * Sluice as a process over its life, attacked: start-up (ports taken,
+ * broken kubeconfigs, an apiserver that is not there yet), readiness,
+ * graceful shutdown under in-flight streams, keep-alive connections and
+ * WebSockets, and signals arriving at awkward moments. Every test runs
+ * `main.ts` with exactly the permissions of `deno task start`
+ * (`tests/support/sluice_process.ts`): cluster-free ones on `--manifests`,
+ * the others against the suite's real apiserver, through a loopback relay
+ * where the network has to fail.
+ *
+ * Run: SLUICE_TEST_SKIP_STATIC=1 tools/deno task test tests/e2e/hostile_lifecycle_test.ts
+ *
+ * @module
+ */
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertRejects,
+  assertStringIncludes,
+} from "../support/assert.ts";
+import { headerValue, latin1 } from "../support/raw_http.ts";
+import {
+  freePort,
+  type SluiceProcess,
+  spawnSluice,
+  startFlags,
+} from "../support/sluice_process.ts";
+import { startEchoBackend } from "../support/echo_backend.ts";
+import { siteYaml, writeManifestDir } from "../support/manifest_dir.ts";
+import { waitFor, within } from "../support/wait.ts";
+import {
+  lifecycleRecords,
+  messages,
+  relayedKubeconfig,
+  spawnOnManifests,
+  status,
+  TLS_HOST,
+  Wire,
+} from "../support/hostile_lifecycle_support.ts";
+import { startRelay } from "../support/_hostile_control_relay.ts";
+import { e2eWorld } from "./cluster_fixture.ts";
+import { writeKubeconfig } from "../support/kube.ts";
+import type { Lease } from "../../lib/publish/leader_election.ts";
+import { LEASES } from "../../lib/k8s/resources.ts";
+
+// ---------------------------------------------------------------------------
+// Readiness and the shutdown delay
+// ---------------------------------------------------------------------------
+
+Deno.test("/readyz answers 200 only once every worker serves the routes (fresh connections after it never get 503)", async () => {
+  await using site = await spawnOnManifests(["--workers=2"]);
+  const { sluice } = site;
+  // Poll as fast as the health port answers: the first 200 is the moment that matters.
+  await waitFor("/readyz to answer 200", async () => (await status(sluice, "/readyz")) === 200, {
+    timeoutMs: 30_000,
+    intervalMs: 1,
+  });
+  const answers = await Promise.all(
+    Array.from({ length: 16 }, () => site.get("/ready-race")),
+  );
+  assertEquals(answers.map((a) => a.status), Array(16).fill(200));
+  assert(answers.every((a) => a.service === "web"), "every answer came from the backend");
+});
+
+Deno.test("during --shutdown-delay /readyz is 503, /healthz stays 200, and new connections are accepted and served", async () => {
+  await using site = await spawnOnManifests([
+    "--workers=2",
+    "--shutdown-delay=3s",
+    "--shutdown-timeout=5s",
+  ]);
+  const { sluice } = site;
+  await sluice.ready();
+  const signalled = performance.now();
+  const exited = sluice.stop("SIGTERM");
+  await waitFor("/readyz to answer 503", async () => (await status(sluice, "/readyz")) === 503, {
+    timeoutMs: 500,
+    intervalMs: 5,
+  });
+  // kube-proxy and load balancers still send new connections for a while: they must be served.
+  let served = 0;
+  while (performance.now() - signalled < 1_500) {
+    const answer = await site.get(`/during-delay?n=${served}`);
+    assertEquals(answer.status, 200);
+    served++;
+    // Liveness must not fail while draining: the kubelet would kill the pod mid-drain.
+    assertEquals(await status(sluice, "/healthz"), 200);
+  }
+  assert(served > 3, `served ${served} requests during the delay`);
+  assertEquals(await within(10_000, "Sluice to exit", exited), 0);
+  const tookMs = performance.now() - signalled;
+  assert(tookMs >= 3_000 && tookMs < 3_000 + 3_000, `exited after ${Math.round(tookMs)} ms`);
+});
+
+Deno.test("routes changed during --shutdown-delay are still served: the sources keep running while Sluice drains", async () => {
+  await using site = await spawnOnManifests([
+    "--workers=2",
+    "--shutdown-delay=4s",
+    "--shutdown-timeout=2s",
+  ]);
+  const { sluice } = site;
+  await sluice.ready();
+  assertEquals((await site.get("/", { host: "late.test" })).status, 404);
+  const exited = sluice.stop("SIGTERM");
+  await waitFor("/readyz to answer 503", async () => (await status(sluice, "/readyz")) === 503, {
+    timeoutMs: 1_000,
+    intervalMs: 5,
+  });
+  await Deno.writeTextFile(
+    `${site.directory}/late.yaml`,
+    siteYaml({ namespace: "late", name: "web", host: "late.test", port: site.backend.port }),
+  );
+  const answer = await waitFor("late.test to be served", async () => {
+    const a = await site.get("/", { host: "late.test" });
+    return a.status === 200 ? a : undefined;
+  }, { timeoutMs: 3_000 });
+  assertEquals(answer.service, "web");
+  assertEquals(await within(10_000, "Sluice to exit", exited), 0);
+});
+
+// ---------------------------------------------------------------------------
+// Draining
+// ---------------------------------------------------------------------------
+
+// Was a bug: a response written after the listeners stopped accepting carried no
+// `Connection: close`, then the connection was closed: a keep-alive client's next request (a POST
+// is not retried) failed. Once the drain begins every response says `Connection: close`, as nginx
+// and Envoy do.
+for (const scheme of ["http", "https"] as const) {
+  Deno.test({
+    name:
+      `a response finished during the drain says Connection: close before the connection closes (${scheme})`,
+    fn: async () => {
+      await using site = await spawnOnManifests([
+        "--workers=1",
+        "--shutdown-delay=0s",
+        "--shutdown-timeout=10s",
+      ]);
+      const { sluice } = site;
+      await sluice.ready();
+      const conn = await site.open(scheme);
+      try {
+        const host = scheme === "http" ? "shop.test" : TLS_HOST;
+        await conn.send(`GET /slow?delay=1500 HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+        await waitFor("the backend to get the request", () => site.backend.requests.length > 0);
+        const exited = sluice.stop("SIGTERM");
+        const response = await conn.readResponse({ timeoutMs: 10_000 });
+        assertEquals(response.status, 200);
+        assertEquals(headerValue(response.headers, "connection")?.toLowerCase(), "close");
+        assert(await conn.closedByPeer(5_000), "the connection was closed after the response");
+        assertEquals(await within(10_000, "Sluice to exit", exited), 0);
+      } finally {
+        conn.close();
+      }
+    },
+  });
+}
+
+Deno.test("idle keep-alive connections, half-sent requests and stalled TLS handshakes do not hold the drain: Sluice exits at once", async () => {
+  await using site = await spawnOnManifests([
+    "--workers=1",
+    "--shutdown-delay=0s",
+    "--shutdown-timeout=20s",
+  ]);
+  const { sluice } = site;
+  await sluice.ready();
+  const idle = await site.open("http");
+  const half = await site.open("http");
+  const silent = await site.open("http");
+  const idleTls = await site.open("https");
+  // TCP to the HTTPS port, then nothing, or the first bytes of a ClientHello.
+  const silentTls = new Wire(await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort }));
+  const halfHello = new Wire(await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort }));
+  const all = [idle, half, silent, idleTls, silentTls, halfHello];
+  try {
+    for (const [conn, host] of [[idle, "shop.test"], [idleTls, TLS_HOST]] as const) {
+      await conn.send(`GET /first HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      assertEquals((await conn.readResponse()).status, 200);
+    }
+    await half.send("GET /never-finished HTTP/1.1\r\nHost: sho");
+    await halfHello.send("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03");
+    const signalled = performance.now();
+    const code = await within(10_000, "Sluice to exit", sluice.stop("SIGTERM"));
+    const tookMs = performance.now() - signalled;
+    assertEquals(code, 0);
+    assert(tookMs < 3_000, `exited after ${Math.round(tookMs)} ms, not at the 20 s timeout`);
+    for (const conn of all) assert(await conn.closedByPeer(2_000), "the connection was closed");
+    const stopped = messages(sluice).find((m) => m.startsWith("Stopped"));
+    assertStringIncludes(stopped ?? "", "every request finished");
+  } finally {
+    for (const conn of all) conn.close();
+  }
+});
+
+// Was a bug: the last line said "0 connections cut" after a stream was cut at the deadline (the
+// plain-HTTP listener counted nothing); it now says requests were cut whatever the count.
+Deno.test("a stream still running at --shutdown-timeout is cut visibly, new connections are refused meanwhile, and Sluice exits on time saying requests were cut", async () => {
+  await using site = await spawnOnManifests([
+    "--workers=1",
+    "--shutdown-delay=200ms",
+    "--shutdown-timeout=2s",
+  ]);
+  const { sluice } = site;
+  await sluice.ready();
+  const conn = await site.open("http");
+  try {
+    // 1,000 events 50 ms apart: far longer than the timeout.
+    await conn.send("GET /sse?n=1000&interval=50 HTTP/1.1\r\nHost: shop.test\r\n\r\n");
+    await waitFor("the stream to start", () => site.backend.requests.length > 0);
+    const signalled = performance.now();
+    const exited = sluice.stop("SIGTERM");
+    // Past the delay the ports are closed: a new connection is refused at once, not left hanging.
+    await waitFor("the delay to pass", () => performance.now() - signalled > 500);
+    for (const port of [sluice.httpPort, sluice.httpsPort]) {
+      await assertRejects(
+        () => Deno.connect({ hostname: "127.0.0.1", port }),
+        Deno.errors.ConnectionRefused,
+      );
+    }
+    const bytes = latin1(await conn.readToEnd(10_000));
+    const code = await within(10_000, "Sluice to exit", exited);
+    const tookMs = performance.now() - signalled;
+    assertEquals(code, 0);
+    assert(
+      tookMs >= 2_000 && tookMs < 200 + 2_000 + 2_500,
+      `exited after ${Math.round(tookMs)} ms`,
+    );
+    assertStringIncludes(bytes, "HTTP/1.1 200");
+    assertStringIncludes(bytes, "data: event 3");
+    // Cut, not ended: a client must not take a cut stream for a complete one.
+    assert(!bytes.endsWith("0\r\n\r\n"), "the chunked body has no last chunk");
+    const stopped = messages(sluice).find((m) => m.startsWith("Stopped"));
+    assert(stopped !== undefined, "the last line was written");
+    assert(!stopped.includes("every request finished"), stopped);
+    assert(!/\b0 connections/.test(stopped), stopped);
+    assertMatch(stopped, /cut/);
+  } finally {
+    conn.close();
+  }
+});
+
+Deno.test("requests in flight at SIGTERM are all answered and all written to the access log before the exit", async () => {
+  await using site = await spawnOnManifests([
+    "--workers=2",
+    "--shutdown-delay=0s",
+    "--shutdown-timeout=10s",
+    "--access-log=true",
+  ]);
+  const { sluice } = site;
+  await sluice.ready();
+  const n = 20;
+  const answers = Promise.all(
+    Array.from({ length: n }, (_, i) => site.get(`/in-flight-${i}?delay=${400 + i * 20}`)),
+  );
+  await waitFor("every request to reach the backend", () => site.backend.requests.length === n);
+  assertEquals(await within(10_000, "Sluice to exit", sluice.stop("SIGTERM")), 0);
+  assertEquals((await answers).map((a) => a.status), Array(n).fill(200));
+  const logged = sluice.records().filter((r) =>
+    r.component === "access" && String(r.path).startsWith("/in-flight-")
+  );
+  assertEquals(logged.length, n, "one access line per request, none lost at the exit");
+});
+
+Deno.test("an HTTP/2 (h2c) stream in flight at SIGTERM is answered whole before Sluice exits", async () => {
+  // No host in the rule: HTTP/2 routes on :authority, here 127.0.0.1.
+  await using site = await spawnOnManifests([
+    "--workers=1",
+    "--shutdown-delay=0s",
+    "--shutdown-timeout=10s",
+  ], { host: "" });
+  const { sluice } = site;
+  await sluice.ready();
+  using client = Deno.createHttpClient({ http1: false, http2: true });
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${sluice.httpPort}${path}`, { client });
+    return [r.status, r.headers.get("x-echo-service"), (await r.text()).length > 0] as const;
+  };
+  assertEquals(await get("/first"), [200, "web", true]);
+  const slow = get("/slow?delay=1500");
+  await waitFor("the slow request to reach the backend", () => site.backend.requests.length > 1);
+  const signalled = performance.now();
+  const exited = sluice.stop("SIGTERM");
+  assertEquals(await within(10_000, "the slow answer", slow), [200, "web", true]);
+  assertEquals(await within(10_000, "Sluice to exit", exited), 0);
+  assert(performance.now() - signalled < 5_000, "exited once the stream was answered");
+});
+
+Deno.test("SIGTERM closes an open WebSocket with 1001 and Sluice exits without waiting for the timeout", async () => {
+  await using site = await spawnOnManifests([
+    "--workers=1",
+    "--shutdown-delay=0s",
+    "--shutdown-timeout=20s",
+  ], { host: "localhost" });
+  const { sluice } = site;
+  await sluice.ready();
+  const ws = new WebSocket(`ws://localhost:${sluice.httpPort}/ws`);
+  const closed = new Promise<CloseEvent>((resolve) => ws.onclose = resolve);
+  const opened = new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = () => reject(new Error("WebSocket error"));
+  });
+  const echoed = new Promise<string>((resolve) => ws.onmessage = (e) => resolve(String(e.data)));
+  try {
+    await within(5_000, "the WebSocket to open", opened);
+    ws.send("hello");
+    assertEquals(await within(5_000, "the echo", echoed), "hello");
+    const signalled = performance.now();
+    const exited = sluice.stop("SIGTERM");
+    const event = await within(5_000, "the close", closed);
+    assertEquals(event.code, 1001);
+    assertEquals(await within(10_000, "Sluice to exit", exited), 0);
+    const tookMs = performance.now() - signalled;
+    assert(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
+    await site.backend.waitFor(() => site.backend.requests[0]?.wsClose !== undefined, 5_000);
+    assertEquals(site.backend.requests[0]?.wsClose?.code, 1001);
+  } finally {
+    ws.close();
+    await closed;
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Signals
+// ---------------------------------------------------------------------------
+
+// Was a bug: the process exited without flushing its logs, so the line saying why was lost.
+for (
+  const [first, second] of [["SIGTERM", "SIGTERM"], ["SIGTERM", "SIGINT"], [
+    "SIGINT",
+    "SIGTERM",
+  ]] as const
+) {
+  Deno.test(`a second signal (${first} then ${second}) during the drain exits at once with 1 and says why`, async () => {
+    await using site = await spawnOnManifests([
+      "--workers=1",
+      "--shutdown-delay=10s",
+      "--shutdown-timeout=10s",
+    ]);
+    const { sluice } = site;
+    await sluice.ready();
+    const exited = sluice.stop(first);
+    await waitFor(
+      "the shutdown to begin",
+      () => messages(sluice).some((m) => m.startsWith("Shutting down")),
+    );
+    const signalled = performance.now();
+    const code = await within(5_000, "Sluice to exit", sluice.stop(second));
+    assertEquals(code, 1);
+    assert(performance.now() - signalled < 2_000, "exited at once");
+    assertEquals(await exited, 1);
+    const line = messages(sluice).find((m) => m.startsWith("Second"));
+    assert(line !== undefined, `no line says why:\n${sluice.logs.slice(-5).join("\n")}`);
+    assertStringIncludes(line, second);
+  });
+}
+
+// Was a bug: until start-up finished no signal listener existed, so SIGTERM killed the process
+// (143) without a word; a start-up stuck on a kubeconfig that never reads (a FIFO here) could
+// only be killed.
+Deno.test("SIGTERM during start-up exits promptly with 0 and says so", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-lifecycle-" });
+  const fifo = `${dir}/kubeconfig`;
+  try {
+    const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
+    assert(made.success, "mkfifo");
+    const sluice = await spawnSluice([`--kubeconfig=${fifo}`, "--workers=1"]);
+    try {
+      // Start-up is stuck reading the kubeconfig: the data plane listens, nothing more.
+      await waitFor(
+        "the workers to listen",
+        () => messages(sluice).some((m) => m.startsWith("Serving")),
+        { timeoutMs: 20_000 },
+      );
+      // The health port answers, but neither live nor ready: a start-up that never ends fails
+      // the startup probe, and the kubelet restarts the pod.
+      assertEquals(await status(sluice, "/healthz"), 503);
+      assertEquals(await status(sluice, "/readyz"), 503);
+      const signalled = performance.now();
+      const code = await within(5_000, "Sluice to exit", sluice.stop("SIGTERM"));
+      assertEquals(code, 0);
+      assert(performance.now() - signalled < 2_000, "exited promptly");
+      assert(messages(sluice).some((m) => m.includes("SIGTERM")), "a line names the signal");
+    } finally {
+      await sluice.stop("SIGKILL");
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// Was a bug: once standard error was a broken pipe (the log reader gone: journald restarted,
+// `| head`), the next line the main thread logged rejected inside LogTape's stream sink,
+// unhandled, and the process died with 1: SIGTERM then cut every request in flight, no drain.
+// Failed writes to standard error are now dropped.
+Deno.test({
+  name:
+    "a standard error nobody reads any more does not kill Sluice: SIGTERM still drains and exits 0",
+  fn: async () => {
+    const backend = await startEchoBackend({ name: "web" });
+    const dir = await writeManifestDir([
+      { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
+    ]);
+    const [httpPort, httpsPort, healthPort] = [freePort(), freePort(), freePort()];
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        ...await startFlags(),
+        "main.ts",
+        `--manifests=${dir.path}`,
+        `--http-port=${httpPort}`,
+        `--https-port=${httpsPort}`,
+        `--health-port=${healthPort}`,
+        "--workers=1",
+        "--shutdown-delay=0s",
+      ],
+      cwd: new URL("../..", import.meta.url),
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    using client = Deno.createHttpClient({ allowHost: true });
+    try {
+      await waitFor("/readyz to answer 200", async () => {
+        const r = await fetch(`http://127.0.0.1:${healthPort}/readyz`);
+        await r.body?.cancel();
+        return r.status === 200;
+      }, { timeoutMs: 30_000 });
+      await child.stdout.cancel();
+      await child.stderr.cancel();
+      const slow = fetch(`http://127.0.0.1:${httpPort}/slow?delay=1000`, {
+        headers: { host: "shop.test" },
+        client,
+      }).then(async (r) => {
+        await r.body?.cancel();
+        return r.status;
+      }, (error) => String(error));
+      await waitFor("the slow request to reach the backend", () => backend.requests.length > 0);
+      child.kill("SIGTERM");
+      assertEquals(await within(10_000, "the slow request", slow), 200);
+      assertEquals((await within(10_000, "Sluice to exit", child.status)).code, 0);
+    } finally {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // Exited.
+      }
+      await child.status;
+      await backend.close();
+      await dir.remove();
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------
+// Start-up failures
+// ---------------------------------------------------------------------------
+
+// Was a bug: the health port was bound last, after the workers, the watches and the leader
+// election had started, and its error named no port ("Address already in use (os error 98)").
+Deno.test("a taken health port stops start-up before anything serves, with an error naming the port", async () => {
+  const taken = Deno.listen({ hostname: "0.0.0.0", port: freePort() });
+  try {
+    const port = (taken.addr as Deno.NetAddr).port;
+    await using site = await spawnOnManifests(["--workers=1", `--health-port=${port}`]);
+    const { sluice } = site;
+    assertEquals(await within(20_000, "Sluice to exit", sluice.exited), 1);
+    const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
+    assertEquals(fatal.length, 1);
+    assertStringIncludes(String(fatal[0]!.message), `${port}`);
+    assertStringIncludes(String(fatal[0]!.message), "health");
+    assert(
+      !messages(sluice).some((m) => m.startsWith("Serving HTTP")),
+      "no worker started listening",
+    );
+  } finally {
+    taken.close();
+  }
+});
+
+// Was a bug: a taken HTTP or HTTPS port stopped start-up (exit 1) but the error named neither the
+// port nor the listener: "Cannot start worker 0: Address already in use (os error 98)".
+for (const listener of ["http", "https"] as const) {
+  Deno.test({
+    name: `a taken ${listener} port stops start-up with exit 1 and an error naming the port`,
+    fn: async () => {
+      const taken = Deno.listen({ hostname: "0.0.0.0", port: freePort() });
+      try {
+        const port = (taken.addr as Deno.NetAddr).port;
+        await using site = await spawnOnManifests(["--workers=2", `--${listener}-port=${port}`]);
+        const { sluice } = site;
+        assertEquals(await within(20_000, "Sluice to exit", sluice.exited), 1);
+        const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
+        assertEquals(fatal.length, 1);
+        assertStringIncludes(String(fatal[0]!.message), `${port}`);
+      } finally {
+        taken.close();
+      }
+    },
+  });
+}
+
+Deno.test("a kubeconfig that is missing, empty or not YAML stops start-up with exit 1 and one line naming the file", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sluice-lifecycle-" });
+  try {
+    await Deno.writeTextFile(`${dir}/empty`, "");
+    await Deno.writeTextFile(`${dir}/garbage`, "{{{ not: [yaml");
+    for (const name of ["missing", "empty", "garbage"]) {
+      const path = `${dir}/${name}`;
+      const sluice = await spawnSluice([`--kubeconfig=${path}`, "--workers=1"]);
+      try {
+        assertEquals(await within(20_000, `Sluice to exit (${name})`, sluice.exited), 1);
+        const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
+        assertEquals(fatal.length, 1, name);
+        assertStringIncludes(String(fatal[0]!.message), path);
+        // One line says what went wrong: no error about the workers stopped on the way out.
+        assertEquals(lifecycleRecords(sluice).filter((r) => r.level === "ERROR"), [], name);
+      } finally {
+        await sluice.stop("SIGKILL");
+      }
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// Was a bug: a kubeconfig user's `tokenFile` (client-go's field, `kubectl config set-credentials
+// --token-file`) was ignored: client-node 2.0.1 reads only `token-file`, so Sluice ran as
+// system:anonymous, warned "forbidden" forever, and a missing file went unnoticed. It is now read
+// from the kubeconfig (relative to its directory) and re-read as it rotates.
+Deno.test({
+  name:
+    "a kubeconfig user's tokenFile authenticates Sluice, and a missing one stops start-up naming the file",
+  fn: async () => {
+    const world = await e2eWorld("e2e-lifecycle");
+    const { dir, path } = await writeKubeconfig((d) => ({ tokenFile: `${d}/token` }), {
+      namespace: world.ns,
+    });
+    try {
+      const missing = await spawnSluice([`--kubeconfig=${path}`, "--workers=1"]);
+      try {
+        assertEquals(await within(20_000, "Sluice to exit", missing.exited), 1);
+        const fatal = lifecycleRecords(missing).filter((r) => r.level === "FATAL");
+        assertEquals(fatal.length, 1);
+        assertStringIncludes(String(fatal[0]!.message), `${dir}/token`);
+      } finally {
+        await missing.stop("SIGKILL");
+      }
+      await Deno.writeTextFile(`${dir}/token`, world.credentials.token);
+      const sluice = await spawnSluice([
+        `--kubeconfig=${path}`,
+        `--controller-name=${world.controllerName}`,
+        `--election-namespace=${world.ns}`,
+        "--workers=1",
+        "--shutdown-delay=0s",
+      ]);
+      try {
+        await sluice.ready(20_000);
+        assert(!sluice.logs.some((l) => l.includes("system:anonymous")), "not anonymous");
+      } finally {
+        await sluice.stop("SIGKILL");
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+      await world.close();
+    }
+  },
+});
+
+// Was a bug: with no --kubeconfig, no $KUBECONFIG, no ~/.kube/config and no in-cluster service
+// account, start-up failed with a misleading line: `Cannot use kubeconfig "~/.kube/config": HTTP
+// protocol is not allowed when skipTLSVerify is not set or false` (client-node's fallback cluster
+// http://localhost:8080).
+Deno.test({
+  name: "with no kubeconfig anywhere and no cluster around, start-up stops with one line saying so",
+  fn: async () => {
+    const home = await Deno.makeTempDir({ prefix: "sluice-lifecycle-home-" });
+    // The same Deno cache as now, not one under the empty home.
+    const cache = Deno.env.get("DENO_DIR") ??
+      `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME")}/.cache`}/deno`;
+    try {
+      const sluice = await spawnSluice(["--workers=1"], {
+        env: { HOME: home, KUBECONFIG: "", DENO_DIR: cache },
+      });
+      try {
+        assertEquals(await within(20_000, "Sluice to exit", sluice.exited), 1);
+        const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
+        assertEquals(fatal.length, 1);
+        const message = String(fatal[0]!.message);
+        assertStringIncludes(message, "--kubeconfig");
+        assert(!message.includes("HTTP protocol"), message);
+      } finally {
+        await sluice.stop("SIGKILL");
+      }
+    } finally {
+      await Deno.remove(home, { recursive: true });
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------
+// An apiserver that is not there (yet), or stops answering
+// ---------------------------------------------------------------------------
+
+Deno.test("with the apiserver unreachable at start Sluice stays up, live and unready, says so, and becomes ready once it appears", async () => {
+  const world = await e2eWorld("e2e-lifecycle");
+  await using relay = startRelay(world.admin.access.server);
+  relay.setMode("refuse");
+  const kubeconfig = await relayedKubeconfig(world.credentials.kubeconfig, relay.server);
+  let sluice: SluiceProcess | undefined;
+  try {
+    sluice = await spawnSluice([
+      `--kubeconfig=${kubeconfig.path}`,
+      `--controller-name=${world.controllerName}`,
+      `--election-namespace=${world.ns}`,
+      "--workers=1",
+      "--shutdown-delay=0s",
+      "--shutdown-timeout=2s",
+    ]);
+    const s = sluice;
+    await waitFor("the health port", async () => (await status(s, "/healthz")) === 200, {
+      timeoutMs: 20_000,
+    });
+    await waitFor(
+      "a warning that the apiserver cannot be reached",
+      () => lifecycleRecords(s).some((r) => r.level === "WARN" || r.level === "ERROR"),
+      { timeoutMs: 15_000 },
+    );
+    for (let i = 0; i < 5; i++) {
+      assertEquals(await status(s, "/readyz"), 503);
+      assertEquals(await status(s, "/healthz"), 200);
+    }
+    // The data plane answers, 503, rather than hang or 404 while nothing is loaded.
+    const early = await fetch(`http://127.0.0.1:${s.httpPort}/`);
+    await early.body?.cancel();
+    assertEquals(early.status, 503);
+    assertEquals(await status(s, "/metrics"), 200);
+    // Backing off, not hammering: a few attempts per reflector, not hundreds.
+    const attempts = relay.accepted;
+    assert(attempts < 100, `${attempts} connections in a few seconds`);
+
+    relay.setMode("pass");
+    await s.ready(45_000);
+    assertEquals(await within(10_000, "Sluice to exit", s.stop("SIGTERM")), 0);
+  } finally {
+    await sluice?.stop("SIGKILL");
+    await kubeconfig.remove();
+    await world.close();
+  }
+});
+
+for (const mode of ["refuse", "drop"] as const) {
+  Deno.test(`SIGTERM while the apiserver ${mode === "refuse" ? "refuses connections" : "answers nothing"} and Sluice never got ready exits promptly with 0`, async () => {
+    const world = await e2eWorld("e2e-lifecycle");
+    await using relay = startRelay(world.admin.access.server);
+    relay.setMode(mode);
+    const kubeconfig = await relayedKubeconfig(world.credentials.kubeconfig, relay.server);
+    let sluice: SluiceProcess | undefined;
+    try {
+      sluice = await spawnSluice([
+        `--kubeconfig=${kubeconfig.path}`,
+        `--controller-name=${world.controllerName}`,
+        `--election-namespace=${world.ns}`,
+        "--workers=1",
+        "--shutdown-delay=0s",
+        "--shutdown-timeout=2s",
+      ]);
+      const s = sluice;
+      await waitFor("the health port", async () => (await status(s, "/healthz")) === 200, {
+        timeoutMs: 20_000,
+      });
+      await waitFor("the watches to reach the relay", () => relay.accepted >= 2, {
+        timeoutMs: 15_000,
+      });
+      const signalled = performance.now();
+      assertEquals(await within(10_000, "Sluice to exit", s.stop("SIGTERM")), 0);
+      const tookMs = performance.now() - signalled;
+      assert(tookMs < 4_000, `exited after ${Math.round(tookMs)} ms`);
+    } finally {
+      await sluice?.stop("SIGKILL");
+      await kubeconfig.remove();
+      await world.close();
+    }
+  });
+}
+
+// Was a bug: the Lease release (bounded by the 10 s renew deadline) and the watches were stopped
+// only after the drain, so a black-holed apiserver added up to 10 s to
+// --shutdown-delay + --shutdown-timeout, past terminationGracePeriodSeconds' margin.
+Deno.test("SIGTERM while the apiserver is black-holed exits within --shutdown-delay + --shutdown-timeout and a small margin", async () => {
+  const world = await e2eWorld("e2e-lifecycle");
+  await using relay = startRelay(world.admin.access.server);
+  const kubeconfig = await relayedKubeconfig(world.credentials.kubeconfig, relay.server);
+  let sluice: SluiceProcess | undefined;
+  try {
+    sluice = await spawnSluice([
+      `--kubeconfig=${kubeconfig.path}`,
+      `--controller-name=${world.controllerName}`,
+      `--election-namespace=${world.ns}`,
+      "--workers=1",
+      "--shutdown-delay=500ms",
+      "--shutdown-timeout=2s",
+    ]);
+    const s = sluice;
+    await s.ready();
+    await waitFor(
+      "Sluice to lead",
+      () => messages(s).some((m) => m.startsWith("Became the leader")),
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    // Every byte to and from the apiserver is dropped from now on; connections stay open.
+    relay.setMode("drop");
+    const signalled = performance.now();
+    assertEquals(await within(20_000, "Sluice to exit", s.stop("SIGTERM")), 0);
+    const tookMs = performance.now() - signalled;
+    assert(tookMs < 500 + 2_000 + 2_500, `exited after ${Math.round(tookMs)} ms`);
+    assert(messages(s).some((m) => m.startsWith("Stopped")), "the last line was written");
+  } finally {
+    await sluice?.stop("SIGKILL");
+    relay.cutAll();
+    await kubeconfig.remove();
+    await world.close();
+  }
+});
+
+// Was a bug (with the one above): the Lease was released only after the drain, so for
+// --shutdown-delay + --shutdown-timeout no replica wrote status or Events.
+Deno.test("SIGTERM hands the Lease over at once, while the drain is still going", async () => {
+  const world = await e2eWorld("e2e-lifecycle");
+  let sluice: SluiceProcess | undefined;
+  try {
+    sluice = await spawnSluice([
+      `--kubeconfig=${world.credentials.kubeconfig}`,
+      `--controller-name=${world.controllerName}`,
+      `--election-namespace=${world.ns}`,
+      "--workers=1",
+      "--shutdown-delay=4s",
+      "--shutdown-timeout=2s",
+    ]);
+    const s = sluice;
+    await s.ready();
+    const holder = async () =>
+      (await world.admin.client.get<Lease>(LEASES, { namespace: world.ns, name: "sluice-leader" }))
+        .spec?.holderIdentity;
+    await waitFor(
+      "Sluice to lead",
+      async () => (await holder()) !== "" && (await holder()) !== undefined,
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    const exited = s.stop("SIGTERM");
+    await waitFor("the Lease to be released", async () => (await holder()) === "", {
+      timeoutMs: 2_000,
+    });
+    // Still draining: the release did not wait for it.
+    assertEquals(await status(s, "/readyz"), 503);
+    assertEquals(await within(10_000, "Sluice to exit", exited), 0);
+  } finally {
+    await sluice?.stop("SIGKILL");
+    await world.close();
+  }
+});
