@@ -31,6 +31,8 @@ export interface ResponseHead {
   readonly connectionTokens: readonly string[];
   /** The backend allows another request on this connection (HTTP/1.1 without `close`, or 1.0 with `keep-alive`). A close-delimited body still ends the connection. */
   readonly keepAlive: boolean;
+  /** `Keep-Alive: timeout=N` in ms: how long the backend keeps the connection idle; undefined when not said. */
+  readonly keepAliveTimeoutMs: number | undefined;
 }
 
 // Chunk extensions, like field values: no CR, LF or NUL.
@@ -179,6 +181,7 @@ export function parseResponseHead(text: string): ResponseHead {
   let contentLength = -1;
   let transferEncoding: string | undefined;
   const connectionTokens: string[] = [];
+  let keepAliveTimeoutMs: number | undefined;
   let at = eol + 2;
   while (at < end) {
     let lineEnd = text.indexOf("\r\n", at);
@@ -236,6 +239,10 @@ export function parseResponseHead(text: string): ResponseHead {
         const t = trimOws(token).toLowerCase();
         if (t !== "") connectionTokens.push(t);
       }
+    } else if (lower === "keep-alive") {
+      // RFC 7230 appendix A.1.2 (obsolete, still sent: Node's default is timeout=5).
+      const timeout = /(?:^|[,;\s])timeout\s*=\s*(\d{1,6})(?![\d.])/i.exec(value);
+      if (timeout !== null) keepAliveTimeoutMs = Number(timeout[1]) * 1000;
     }
   }
   let framing: ResponseHead["framing"] = "close";
@@ -266,6 +273,7 @@ export function parseResponseHead(text: string): ResponseHead {
     contentLength: contentLength === -1 ? 0 : contentLength,
     connectionTokens,
     keepAlive,
+    keepAliveTimeoutMs,
   };
 }
 

@@ -59,6 +59,24 @@ Deno.test("parseResponseHead() decides framing and reuse per RFC 9112", () => {
   }
 });
 
+Deno.test("parseResponseHead() reads the Keep-Alive timeout hint, and nothing else as one", () => {
+  const cases: [string, number | undefined][] = [
+    ["Keep-Alive: timeout=5", 5_000],
+    ["Keep-Alive: timeout=5, max=1000", 5_000],
+    ["keep-alive: max=10,timeout = 30", 30_000],
+    ["Keep-Alive: TIMEOUT=2", 2_000],
+    ["Keep-Alive: max=5", undefined],
+    ["Keep-Alive: timeout=abc", undefined],
+    ["Keep-Alive: timeout=1.5", undefined],
+    ["Keep-Alive: mytimeout=5", undefined],
+    ["X-Keep-Alive: timeout=5", undefined],
+  ];
+  for (const [field, ms] of cases) {
+    const head = parseResponseHead(`HTTP/1.1 200 OK\r\n${field}\r\nContent-Length: 0\r\n\r\n`);
+    assertEquals(head.keepAliveTimeoutMs, ms, field);
+  }
+});
+
 Deno.test("parseResponseHead() refuses what must not reach a client", () => {
   const bad = [
     "HTTP/1.1 abc OK\r\n\r\n",

@@ -27,6 +27,7 @@ import {
   closedPort,
   countingBackend,
   ok,
+  readBody,
   requestLine,
   startBackend,
 } from "./_hostile_upstream.ts";
@@ -693,5 +694,35 @@ Deno.test("a client leaving during a slow connect stops the connect at once and 
   } finally {
     pool.close();
     hole.close();
+  }
+});
+
+Deno.test("a pooled connection is not reused past the backend's Keep-Alive timeout, so a POST does not meet its close", async () => {
+  // Was a bug: `Keep-Alive: timeout=N` (Node's default is 5 s) was ignored, so a connection idle
+  // past it was reused as the backend closed it: a GET was replayed, a POST answered 502. The
+  // backend here hangs up on any second request on a connection, as a backend does whose
+  // keep-alive timeout has just passed; timeout=1 leaves no time to reuse (1 s margin).
+  const seen: string[] = [];
+  const backend = startBackend(async (conn) => {
+    for (let n = 0;; n++) {
+      const head = await conn.readHead();
+      if (head === null) return;
+      if (n > 0) return;
+      seen.push(`${conn.index} ${requestLine(head)}`);
+      await readBody(conn, head);
+      await conn.write(
+        "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1, max=100\r\nContent-Length: 2\r\n\r\nok",
+      );
+    }
+  });
+  try {
+    await withProxy([backend.endpoint], async (proxy) => {
+      assertEquals(latin1((await get(proxy, "/warm")).body), "ok");
+      const response = await post(proxy, "/pay", "once");
+      assertEquals([response.status, latin1(response.body)], [200, "ok"]);
+      assertEquals(seen, ["0 GET /warm", "1 POST /pay"]);
+    });
+  } finally {
+    await backend.close();
   }
 });

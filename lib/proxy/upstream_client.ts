@@ -246,6 +246,8 @@ async function exchange(
       : new UpstreamError("reset", "Cannot exchange with backend", { cause: error });
   }
 
+  // Kept with the connection when it goes back to the pool (reuse stops before it).
+  conn.keepAliveMs = responseHead.keepAliveTimeoutMs;
   // From here on the response is committed; failures end its body stream.
   const bodyless = request.method === "HEAD" || responseHead.status === 204 ||
     responseHead.status === 304;

@@ -40,6 +40,9 @@ export interface CoarseClock {
   readonly now: number;
 }
 
+/** How long before a backend's advertised keep-alive timeout a pooled connection stops being reused. */
+const KEEP_ALIVE_MARGIN_MS = 1_000;
+
 /** A pooled connection to one endpoint. */
 export class UpstreamConnection {
   /** `address:port` of the endpoint, the pool's key. */
@@ -48,6 +51,13 @@ export class UpstreamConnection {
   requests = 0;
   /** When it was last returned to the pool (on the coarse clock). */
   idleSince = 0;
+  /**
+   * How long the backend said it keeps this connection idle (`Keep-Alive:
+   * timeout=N` of the last response), or undefined; set before it is parked.
+   */
+  keepAliveMs: number | undefined;
+  /** Reuse only before this `performance.now()` time: the backend closes it then. */
+  reuseUntil = Infinity;
   #conn: Deno.Conn;
   #clock: CoarseClock;
   #buf = new Uint8Array(READ_BUFFER_BYTES);
@@ -129,6 +139,7 @@ export class UpstreamConnection {
   activate(): void {
     this.consumerReady();
     this.#state = "active";
+    this.keepAliveMs = undefined;
     this.requests++;
     this.#bytesReadThisExchange = 0;
   }
@@ -146,6 +157,11 @@ export class UpstreamConnection {
     this.#state = "idle";
     this.#start = this.#end = 0;
     this.idleSince = this.#clock.now;
+    // A second before the backend's own keep-alive timeout: a request sent as it closes the
+    // connection fails, and a POST cannot be replayed (Node backends say timeout=5).
+    this.reuseUntil = this.keepAliveMs === undefined
+      ? Infinity
+      : performance.now() + Math.max(0, this.keepAliveMs - KEEP_ALIVE_MARGIN_MS);
     this.#onDead = onDead;
     const probe = this.#conn.read(this.#buf);
     this.#probe = probe;

@@ -178,6 +178,10 @@ export class UpstreamPool {
     while (list !== undefined && list.length > 0) {
       const conn = list.pop() as UpstreamConnection;
       if (conn.closed) continue;
+      if (conn.reuseUntil !== Infinity && performance.now() > conn.reuseUntil) {
+        conn.close();
+        continue;
+      }
       conn.activate();
       this.#active.add(conn);
       return conn;
@@ -301,7 +305,7 @@ export class UpstreamPool {
     for (const [key, list] of this.#idle) {
       for (let i = list.length - 1; i >= 0; i--) {
         const conn = list[i] as UpstreamConnection;
-        if (conn.closed || now - conn.idleSince > idleLimit) {
+        if (conn.closed || now - conn.idleSince > idleLimit || now > conn.reuseUntil) {
           conn.close();
           list.splice(i, 1);
         }
