@@ -108,8 +108,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
   let draining = false;
   // Checked when the response is ready, not when the request came: a request in flight when the
   // drain began is answered after it.
-  const closeIfDraining = (response: Response) =>
-    draining ? closingConnection(response) : response;
+  const closeIfDraining = (response: Response) => draining ? closingConnection(response) : response;
   const serve: RequestHandler = (req, info) => {
     const answer = handler!(req, info);
     return answer instanceof Promise ? answer.then(closeIfDraining) : closeIfDraining(answer);
