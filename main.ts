@@ -10,6 +10,7 @@ import { availableCpus } from "./lib/config/cpu_limit.ts";
 import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { type Sluice, startSluice } from "./lib/app/sluice.ts";
+import { settlesWithin } from "./lib/server/listener.ts";
 
 const parsed = parseConfig(Deno.args, {
   env: Deno.env.toObject(),
@@ -29,12 +30,7 @@ const logger = componentLogger("main");
 
 /** Exits once buffered log lines are written (bounded: a stuck sink must not keep us alive). */
 async function exit(code: number): Promise<never> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  await Promise.race([
-    flushLogging(),
-    new Promise((resolve) => timer = setTimeout(resolve, 2_000)),
-  ]);
-  clearTimeout(timer);
+  await settlesWithin(flushLogging(), 2_000);
   Deno.exit(code);
 }
 

@@ -199,11 +199,10 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
   }
 
   // The controller is created below; the metrics read its counters at scrape time.
-  const ref: { controller?: Controller } = {};
   const metrics = new ControlPlaneMetrics({
     watches: () => watchStats(source),
     builds: () => {
-      const s = ref.controller?.stats();
+      const s = parts.controller?.stats();
       return {
         published: s?.publishes ?? 0,
         unchanged: s?.unchanged ?? 0,
@@ -278,7 +277,6 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
     logger: componentLogger("controller"),
   });
 
-  ref.controller = controller;
   parts.controller = controller;
 
   if (client !== undefined) {

@@ -425,28 +425,46 @@ export class Reflector<T extends KubeObject = KubeObject> {
     signal: AbortSignal,
     send: (request: AbortSignal) => Promise<R>,
   ): Promise<R> {
-    const request = new AbortController();
-    const deadline = new AbortController();
-    const cancel = () => request.abort();
-    signal.addEventListener("abort", cancel, { once: true });
-    let expired = false;
-    const deadlineDone = this.#timers.sleep(this.#listTimeoutMs, deadline.signal).then(() => {
-      if (deadline.signal.aborted) return;
-      expired = true;
-      request.abort();
-    });
+    const request = this.#request(signal, this.#listTimeoutMs);
     try {
       return await send(request.signal);
     } catch (error) {
-      if (expired && !signal.aborted) {
+      if (request.expired && !signal.aborted) {
         throw new Error(`no answer within ${this.#listTimeoutMs} ms`, { cause: error });
       }
       throw error;
     } finally {
-      signal.removeEventListener("abort", cancel);
-      deadline.abort();
-      await deadlineDone;
+      await request.end();
     }
+  }
+
+  /**
+   * A request's signal: aborted by `signal`, or once `ms` have passed (then
+   * `expired` is true). `end()` aborts it and clears the timer.
+   */
+  #request(signal: AbortSignal, ms: number) {
+    const request = new AbortController();
+    const timer = new AbortController();
+    const cancel = () => request.abort();
+    signal.addEventListener("abort", cancel, { once: true });
+    let expired = false;
+    const elapsed = this.#timers.sleep(ms, timer.signal).then(() => {
+      if (timer.signal.aborted) return;
+      expired = true;
+      request.abort();
+    });
+    return {
+      signal: request.signal,
+      get expired() {
+        return expired;
+      },
+      async end() {
+        signal.removeEventListener("abort", cancel);
+        timer.abort();
+        request.abort();
+        await elapsed;
+      },
+    };
   }
 
   /** Hands an event downstream; a throwing consumer leaves the copy in doubt, so that is a relist. */
@@ -463,17 +481,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
     const [min, max] = this.#timeoutRange;
     const timeoutSeconds = Math.round(min + (max - min) * this.#random());
     // Our own deadline, past the server's: a half-open connection never ends by itself.
-    const request = new AbortController();
-    const deadline = new AbortController();
-    const cancel = () => request.abort();
-    signal.addEventListener("abort", cancel, { once: true });
-    let expired = false;
-    const deadlineDone = this.#timers.sleep(timeoutSeconds * 1000 + this.#graceMs, deadline.signal)
-      .then(() => {
-        if (deadline.signal.aborted) return;
-        expired = true;
-        request.abort();
-      });
+    const request = this.#request(signal, timeoutSeconds * 1000 + this.#graceMs);
     const healthy = () => this.#timers.now() - started >= this.#healthyAfterMs;
     let sawEvent = false;
     this.#watches++;
@@ -538,7 +546,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
             break;
         }
       }
-      if (expired) {
+      if (request.expired) {
         return { kind: "failed", healthy: healthy(), error: "the stream outlived its deadline" };
       }
       // A clean end is healthy when it looks like the server's own timeout:
@@ -560,14 +568,11 @@ export class Reflector<T extends KubeObject = KubeObject> {
       if (needsRelist(error)) {
         return { kind: "gone", healthy: false, reason: errorText(error) };
       }
-      const detail = expired ? "the stream outlived its deadline" : errorText(error);
+      const detail = request.expired ? "the stream outlived its deadline" : errorText(error);
       return { kind: "failed", healthy: healthy(), error: detail };
     } finally {
       this.#watching = false;
-      signal.removeEventListener("abort", cancel);
-      deadline.abort();
-      request.abort();
-      await deadlineDone;
+      await request.end();
     }
   }
 

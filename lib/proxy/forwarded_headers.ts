@@ -244,8 +244,8 @@ export function realClientIp(xff: string, peer: string, trusted: CidrMatcher): s
 export interface ResponseHeaderOptions {
   /** Lowercased tokens of the response's Connection header(s). */
   readonly connectionTokens: readonly string[];
-  /** Replace any `Strict-Transport-Security` with this value. */
-  readonly hsts?: string | undefined;
+  /** Replace any `Strict-Transport-Security` with this value; `null` drops it. */
+  readonly hsts?: string | null | undefined;
   /** Extra lowercase field names to drop. */
   readonly drop?: ReadonlySet<string>;
 }
@@ -277,7 +277,7 @@ export function forwardResponseHeaders(
     if (drop !== undefined && drop.has(lower)) continue;
     out.push(pair);
   }
-  if (options.hsts !== undefined) out.push(["Strict-Transport-Security", options.hsts]);
+  if (typeof options.hsts === "string") out.push(["Strict-Transport-Security", options.hsts]);
   return out;
 }
 

@@ -187,6 +187,15 @@ Deno.test("forwardResponseHeaders() strips hop-by-hop fields, keeps cookies apar
   assertEquals(noHsts, [["Strict-Transport-Security", "max-age=1"]]);
 });
 
+Deno.test("forwardResponseHeaders() with hsts null drops the backend's HSTS in any case and adds none", () => {
+  const out = forwardResponseHeaders([
+    ["strict-transport-security", "max-age=1"],
+    ["Content-Type", "text/plain"],
+    ["STRICT-TRANSPORT-SECURITY", "max-age=2"],
+  ], { connectionTokens: [], hsts: null });
+  assertEquals(out, [["Content-Type", "text/plain"]]);
+});
+
 Deno.test("isWebSocketUpgrade() needs GET, Upgrade: websocket and Connection: upgrade", () => {
   assertEquals(
     isWebSocketUpgrade("GET", [["Upgrade", "WebSocket"], ["Connection", "keep-alive, Upgrade"]]),

@@ -304,6 +304,30 @@ Deno.test({
   },
 });
 
+// Was a bug: the metrics counted every attempt but the last as a connect error, also a GET
+// retried because its endpoint connected and then reset: the access log now says which it was.
+Deno.test("the access log tells a retry after a reset from a retry after a connect failure", async () => {
+  const resetting = startBackend(async (conn) => {
+    await conn.readHead();
+  });
+  const good = countingBackend("good");
+  try {
+    const refusing = { address: "127.0.0.1", port: closedPort() };
+    const cases = [[resetting.endpoint, undefined], [refusing, 1]] as const;
+    for (const [first, failures] of cases) {
+      await withProxy([first, good.endpoint], async (proxy) => {
+        assertEquals((await get(proxy, "/")).status, 200);
+        await waitFor("the access-log entry", () => proxy.accessLog.length === 1);
+        assertEquals(proxy.accessLog[0]?.attempts, 2);
+        assertEquals(proxy.accessLog[0]?.connectFailures, failures);
+      });
+    }
+  } finally {
+    await resetting.close();
+    await good.close();
+  }
+});
+
 Deno.test("a POST whose connection is reset after its head was sent is answered 502 and sent nowhere else", async () => {
   const heads: string[] = [];
   const resetting = startBackend(async (conn) => {

@@ -92,8 +92,10 @@ export interface AccessLogEntry {
   readonly backend?: string;
   /** `address:port` of the last endpoint tried, also when connecting to it failed. */
   readonly endpoint?: string;
-  /** Endpoints tried (more than one after connect failures). */
+  /** Endpoints tried (more than one after connect failures, or resets before any answer). */
   readonly attempts: number;
+  /** Attempts that could not connect (`connect-failed`, `connect-timeout`), the last included; absent when none. */
+  readonly connectFailures?: number;
   /** Why Sluice answered itself or the body was cut short. */
   readonly error?: UpstreamErrorKind | "no-route" | "no-endpoints" | "bad-request";
 }
@@ -302,6 +304,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         ...(fields.service === undefined ? {} : { service: fields.service }),
         ...(fields.backend === undefined ? {} : { backend: fields.backend }),
         ...(fields.endpoint === undefined ? {} : { endpoint: fields.endpoint }),
+        ...(fields.connectFailures === undefined
+          ? {}
+          : { connectFailures: fields.connectFailures }),
         ...(fields.error === undefined ? {} : { error: fields.error }),
       });
     };
@@ -464,6 +469,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     let failure: UpstreamError | undefined;
     let endpoint: Endpoint | undefined;
     let attempts = 0;
+    let connectFailures = 0;
     let tried: Set<string> | undefined;
     while (attempts < maxAttempts) {
       const next = balancer.choose(match.backend, tried);
@@ -481,7 +487,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         // Another endpoint gets the request when this one could not be reached, or (an
         // idempotent, replayable request) reset it before any answer, as nginx's
         // `proxy_next_upstream error` does.
-        const retry = failure.kind === "connect-failed" || failure.kind === "connect-timeout" ||
+        const unreachable = failure.kind === "connect-failed" || failure.kind === "connect-timeout";
+        if (unreachable) connectFailures++;
+        const retry = unreachable ||
           (failure.kind === "reset" && failure.beforeResponse && isReplayable(request));
         if (!retry) break;
         balancer.markDown(endpoint);
@@ -510,11 +518,17 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         attempts,
         error: kind,
         ...(endpointText ? { endpoint: endpointText } : {}),
+        ...(connectFailures === 0 ? {} : { connectFailures }),
       });
       return plain(status, kind === "body-too-large" ? { Connection: "close" } : undefined);
     }
 
-    const done = { ...ids, attempts, ...(endpointText ? { endpoint: endpointText } : {}) };
+    const done = {
+      ...ids,
+      attempts,
+      ...(endpointText ? { endpoint: endpointText } : {}),
+      ...(connectFailures === 0 ? {} : { connectFailures }),
+    };
     if (upstream.tunnel !== undefined) {
       try {
         const { response, relay } = relayWebSocket(
@@ -567,9 +581,8 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   ): Response {
     const headers = forwardResponseHeaders(upstream.headers, {
       connectionTokens: upstream.connectionTokens,
-      hsts: secure && match.tls ? hsts : undefined,
       // RFC 6797 section 7.2: never over plain HTTP, whoever set it.
-      ...(secure ? {} : { drop: PLAIN_HTTP_DROP_RESPONSE }),
+      hsts: !secure ? null : match.tls ? hsts : undefined,
     });
     let response: Response;
     try {
@@ -619,9 +632,6 @@ function targetLength(url: string): number {
   const path = url.indexOf("/", url.indexOf("://") + 3);
   return path === -1 ? 1 : url.length - path;
 }
-
-/** Response fields a backend may not send a plain-HTTP client through Sluice. */
-const PLAIN_HTTP_DROP_RESPONSE: ReadonlySet<string> = new Set(["strict-transport-security"]);
 
 /**
  * A request target as a `Location` path: Deno hands over the target's UTF-8

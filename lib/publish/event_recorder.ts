@@ -376,6 +376,8 @@ export class EventRecorder {
       }
       return true;
     } catch (error) {
+      // Ended by close(): shutting down, not refused.
+      if (this.#closed) return false;
       const properties = {
         kind: issue.kind,
         namespace: issue.namespace,

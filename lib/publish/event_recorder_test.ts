@@ -1,4 +1,5 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { captureLogs } from "../control/_test_logs.ts";
 import type { Issue } from "../translate/issues.ts";
 import {
   type CoreEvent,
@@ -7,6 +8,7 @@ import {
   EventRecorder,
   ISSUE_REASON,
 } from "./event_recorder.ts";
+import { hangingRequests } from "./_test_clients.ts";
 
 const missingService: Issue = {
   kind: "Ingress",
@@ -173,4 +175,18 @@ Deno.test("EventRecorder.resync() reports the last issues once leadership is gai
   assertEquals(await recorder.resync(), { created: 0, failed: 0 });
   assertEquals(events.length, 2);
   await recorder.close();
+});
+
+// Was a bug: close() aborts the creates in flight (they have a deadline now), and that was warned
+// about as the API refusing Events ("holding Events back") on every shutdown with one in flight.
+Deno.test("EventRecorder.close() ends a create in flight without warning about it", async () => {
+  using logs = captureLogs();
+  const { started, hang } = hangingRequests();
+  const client = { create: (_r, _at, _object, options) => hang(options) } as EventClient;
+  const recorder = new EventRecorder({ client, isLeader: () => true, logger: logs.logger });
+  const recorded = recorder.record([missingService]);
+  await started;
+  await recorder.close();
+  await recorded;
+  assertEquals(logs.lines().filter((line) => line.startsWith("warning")), []);
 });

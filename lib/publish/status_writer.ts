@@ -482,6 +482,8 @@ export class StatusWriter {
       return "written";
     } catch (error) {
       if (error instanceof KubeApiError && error.isNotFound) return "gone";
+      // Ended by close(): shutting down, not refused.
+      if (this.#closed) return "failed";
       const message = errorText(error);
       const conflict = error instanceof KubeApiError && error.isConflict;
       const properties = {

@@ -1,5 +1,6 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
+import { captureLogs } from "../control/_test_logs.ts";
 import { KubeApiError } from "../k8s/kube_client.ts";
 import type { Ingress } from "../k8s/objects.ts";
 import {
@@ -10,6 +11,7 @@ import {
   StatusWriter,
   type StatusWriterOptions,
 } from "./status_writer.ts";
+import { hangingRequests } from "./_test_clients.ts";
 
 function ingress(
   key: string,
@@ -230,3 +232,17 @@ function silentLogger() {
   // deno-lint-ignore no-explicit-any
   return { debug: noop, info: noop, warn: noop, error: noop } as any;
 }
+
+// Was a bug: close() aborts the writes in flight (they have a deadline now), and each was then
+// warned about as if the API had refused it, on every shutdown with a write in flight.
+Deno.test("StatusWriter.close() ends a write in flight without warning about it", async () => {
+  using logs = captureLogs();
+  const { started, hang } = hangingRequests();
+  const client = { patch: (_r, _at, _body, options) => hang(options) } as StatusClient;
+  const writer = leaderWriter(client, { logger: logs.logger });
+  const synced = writer.sync(owning("a/x"));
+  await started;
+  await writer.close();
+  await synced;
+  assertEquals(logs.lines().filter((line) => line.startsWith("warning")), []);
+});

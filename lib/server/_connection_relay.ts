@@ -84,8 +84,6 @@ export interface Relay {
 const CLIENT_BUFFER_BYTES = 8 * 1024;
 /** Bytes read at once from the inner server: one full TLS record. */
 const INNER_BUFFER_BYTES = 16 * 1024;
-/** The same toward a plain TCP client: no records to fit, fewer reads for large bodies. */
-const INNER_BUFFER_BYTES_PLAIN = 64 * 1024;
 
 /** What a relay's checks compare between two readings. */
 interface Activity {
@@ -250,7 +248,9 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
         pump(
           innerConn,
           conn,
-          new Uint8Array(tls ? INNER_BUFFER_BYTES : INNER_BUFFER_BYTES_PLAIN),
+          // 16 KiB for plain TCP too: each relay holds its buffers for its whole life, and the
+          // relayed listener is the one meant to hold up under many idle clients.
+          new Uint8Array(INNER_BUFFER_BYTES),
           {
             onRead: (n) => activity.bytes += n,
             onWrite: (pending) => {

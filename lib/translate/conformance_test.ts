@@ -26,8 +26,8 @@ import { compileCertificateTable } from "../routing/certificate_table.ts";
 import { createReferenceMatcher } from "../routing/reference_matcher.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import type { RouteTable } from "../routing/snapshot.ts";
-import { normalizeRoutePath } from "../proxy/request_target.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
+import { normalizeRoutePath } from "./paths.ts";
 import { translate } from "./translate.ts";
 import type { ClusterObjects, TranslateOptions, Translation } from "./translation.ts";
 

@@ -21,6 +21,7 @@ const ENTRY: AccessLogEntry = {
   backend: "shop/web:8080",
   endpoint: "10.0.0.1:8080",
   attempts: 2,
+  connectFailures: 2,
   error: "connect-failed",
 };
 
@@ -32,4 +33,18 @@ Deno.test("observeRequest() labels requests by the rule's host and errors by the
   assert(!text.includes("random-1234"), "the client's Host must never become a label");
   assertStringIncludes(text, 'sluice_upstream_connect_errors_total{backend="shop/web:8080"} 2');
   assertStringIncludes(text, 'sluice_upstream_retries_total{backend="shop/web:8080"} 1');
+});
+
+// Was a bug: every attempt but the last counted as a connect error, also after a GET was retried
+// because its endpoint reset the connection before answering (connected fine).
+Deno.test("observeRequest() counts a retry after a reset as a retry, not as a connect error", async () => {
+  const metrics = new DataPlaneMetrics();
+  const { connectFailures: _, error: __, ...served } = ENTRY;
+  observeRequest(metrics, { ...served, status: 200 });
+  const text = await renderMetrics([await snapshotMetrics(metrics.registry)]);
+  assertStringIncludes(text, 'sluice_upstream_retries_total{backend="shop/web:8080"} 1');
+  assert(
+    !text.includes('sluice_upstream_connect_errors_total{backend="shop/web:8080"}'),
+    "no connect error was counted",
+  );
 });
