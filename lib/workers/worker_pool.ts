@@ -38,6 +38,13 @@ export interface WorkerPoolOptions<D> {
    * main thread from losing healthy workers. Default 5,000; 0 turns it off.
    */
   readonly heartbeatMs?: number;
+  /**
+   * A worker that has not answered a posted snapshot for this long (counted
+   * in heartbeats, like pings) while still answering pings (stuck waiting
+   * on something) is lost: it would serve stale routes for good. Default
+   * 60,000 ms.
+   */
+  readonly applyTimeoutMs?: number;
 }
 
 /** What {@linkcode WorkerPool.publish} observed. */
@@ -70,6 +77,8 @@ interface Member {
   unanswered: number;
   /** The snapshot version posted to it and not answered yet. */
   posted: number | undefined;
+  /** Heartbeats since `posted` was posted. */
+  postedBeats: number;
 }
 
 /** Starts `count` serving workers and resolves once all of them listen. */
@@ -148,12 +157,23 @@ export class WorkerPool<D> {
     }
   }
 
-  /** Loses workers that answered none of the last three pings, and pings the others. */
+  /**
+   * Loses workers that answered none of the last three pings, or no posted
+   * snapshot within the apply timeout, and pings the others.
+   */
   #beat(heartbeatMs: number): void {
+    const applyTimeoutMs = this.#options.applyTimeoutMs ?? 60_000;
     for (const member of this.#members) {
       if (!member.alive) continue;
       if (member.unanswered >= 3) {
         this.#lose(member, `no answer to 3 pings, ${heartbeatMs} ms apart`);
+        continue;
+      }
+      if (member.posted !== undefined && ++member.postedBeats * heartbeatMs > applyTimeoutMs) {
+        this.#lose(
+          member,
+          `snapshot ${member.posted} not applied within ${applyTimeoutMs} ms, though pings were answered`,
+        );
         continue;
       }
       member.unanswered++;
@@ -268,6 +288,7 @@ export class WorkerPool<D> {
       stopped: Promise.withResolvers(),
       unanswered: 0,
       posted: this.#latest.version,
+      postedBeats: 0,
     };
     this.#members.push(member);
     const listening = Promise.withResolvers<FromWorker & { type: "listening" }>();
@@ -345,6 +366,7 @@ export class WorkerPool<D> {
       return;
     }
     member.posted = version;
+    member.postedBeats = 0;
   }
 
   /** `member` applied (or, with a reason, rejected) `version`. */

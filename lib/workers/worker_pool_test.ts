@@ -1,4 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { within } from "../../tests/support/wait.ts";
 import type { ServingCertificate } from "../routing/snapshot.ts";
 import { httpsGet, tlsHandshake } from "../server/_test_client.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
@@ -154,5 +155,26 @@ Deno.test("sluice_worker.ts compiles a posted translation and proxies with it", 
   } finally {
     await pool.shutdown({ timeoutMs: 5_000 });
     await backend.shutdown();
+  }
+});
+
+Deno.test("a worker that answers pings but never applies a snapshot is lost, and publish() resolves", async () => {
+  // Was a bug: publish() waited for such a worker for good, so the rebuild scheduler (which
+  // awaits each publication) stalled and no route change was ever served again.
+  const pool = await startWorkerPool<StubSnapshotData>({
+    count: 1,
+    module: new URL("./testdata/deaf_snapshot_worker.ts", import.meta.url),
+    config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
+    snapshot: { version: 1, data: data("first:80", certA1) },
+    heartbeatMs: 50,
+    applyTimeoutMs: 200,
+  });
+  try {
+    assertEquals(pool.size, 1);
+    const result = await within(5_000, "publish()", pool.publish(2, data("second:80", certA1)));
+    assertEquals(result.rejected, []);
+    assertEquals(pool.size, 0, "the deaf worker is counted lost");
+  } finally {
+    await pool.shutdown({ timeoutMs: 1_000 });
   }
 });
