@@ -54,6 +54,8 @@ export function findServicePort(
  *   `terminating` (as kube-proxy does), so connections drain during a rollout
  *   instead of failing.
  * - `addressType` IPv4 and IPv6 are used; FQDN (deprecated) is ignored.
+ * - An endpoint's `addresses` are fungible ("clients may choose to only use
+ *   the first element"): its first is used.
  */
 export function collectEndpoints(
   slices: readonly EndpointSlice[],
@@ -77,10 +79,13 @@ export function collectEndpoints(
       const isServingTerminating = conditions.serving !== false && conditions.terminating === true;
       if (!isReady && !isServingTerminating) continue;
       const target = isReady ? ready : terminating;
-      for (const address of Array.isArray(endpoint.addresses) ? endpoint.addresses : []) {
-        if (typeof address !== "string" || address === "") continue;
-        target.set(`${address} ${port}`, { address, port });
-      }
+      // One backend per endpoint (a pod), by its first address: the API calls an endpoint's
+      // addresses fungible and lets consumers use only the first, as kube-proxy does; each
+      // counted apart would give a pod with several addresses more than its share.
+      const address = (Array.isArray(endpoint.addresses) ? endpoint.addresses : []).find((a) =>
+        typeof a === "string" && a !== ""
+      );
+      if (address !== undefined) target.set(`${address} ${port}`, { address, port });
     }
   }
   const chosen = ready.size > 0 ? ready : terminating;

@@ -71,6 +71,13 @@ Deno.test("collectEndpoints() applies ready, serving and terminating as kube-pro
       slice({ ports: [{ name: "metrics", port: 9090 }], endpoints: [{ addresses: ["10.0.0.1"] }] }),
     ], []],
     [
+      "an endpoint with several addresses counts once, by its first (as kube-proxy)",
+      [slice({
+        endpoints: [{ addresses: ["10.0.0.5", "10.0.0.6"] }, { addresses: ["10.0.0.7"] }],
+      })],
+      ["10.0.0.5:8080", "10.0.0.7:8080"],
+    ],
+    [
       "deduplicated and sorted across slices",
       [
         slice({ endpoints: [{ addresses: ["10.0.0.2", "10.0.0.1"] }] }),
