@@ -1,5 +1,6 @@
 /**
- * TEST-ONLY (folder-private): the world `hostile_client_test.ts` attacks.
+ * TEST-ONLY (folder-private): the world `hostile_client_test.ts` and
+ * `hostile_routing_test.ts` attack.
  * The real proxy handler behind the real HTTP listener (`lib/server/`),
  * routing through the real compiled route table (`lib/routing/`), with one
  * echo backend per Service, so a test sees which rule a request reached and
@@ -135,6 +136,25 @@ export async function startWorld(
       handler.close();
       await Promise.all([...backends.values()].map((b) => b.close()));
     },
+  };
+}
+
+/** Runs `fn` in a world of `rules` (the test file's default if omitted), closed afterwards. */
+export type WithWorld = (
+  fn: (world: HostileWorld) => Promise<void>,
+  rules?: readonly RuleSketch[],
+  options?: WorldOptions,
+) => Promise<void>;
+
+/** A test file's {@linkcode WithWorld}, whose rules default to `defaults`. */
+export function worldRunner(defaults: readonly RuleSketch[]): WithWorld {
+  return async (fn, rules = defaults, options = {}) => {
+    const world = await startWorld(rules, options);
+    try {
+      await fn(world);
+    } finally {
+      await world.close();
+    }
   };
 }
 

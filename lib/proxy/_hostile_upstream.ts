@@ -12,8 +12,8 @@ import { closeQuietly } from "../../tests/support/raw_http.ts";
 import { ScriptedConn } from "../../tests/support/scripted_backend.ts";
 import type { Endpoint } from "../routing/snapshot.ts";
 
-/** A backend whose listener and connections have separate lifetimes. */
-export interface UpstreamBackend {
+/** A backend whose listener and connections have separate lifetimes; disposing it closes it. */
+export interface UpstreamBackend extends AsyncDisposable {
   readonly port: number;
   readonly endpoint: Endpoint;
   /** Every connection accepted, by index. */
@@ -60,6 +60,7 @@ export function startBackend(
       for (const conn of connections) conn.close();
       await Promise.all([...running]);
     },
+    [Symbol.asyncDispose]: () => backend.close(),
   };
   const accepting = (async () => {
     for await (const raw of listener) {

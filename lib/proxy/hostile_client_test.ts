@@ -18,9 +18,9 @@ import {
   probe,
   rawWebSocket,
   type RuleSketch,
-  startWorld,
   upgradeHead,
   type WorldOptions,
+  worldRunner,
 } from "./_hostile_client.ts";
 import {
   encodeClosePayload,
@@ -49,18 +49,7 @@ const FORWARDING = [
   "x-request-id",
 ];
 
-async function withWorld(
-  fn: (world: HostileWorld) => Promise<void>,
-  rules: readonly RuleSketch[] = RULES,
-  options: WorldOptions = {},
-): Promise<void> {
-  const world = await startWorld(rules, options);
-  try {
-    await fn(world);
-  } finally {
-    await world.close();
-  }
-}
+const withWorld = worldRunner(RULES);
 
 function get(target: string, host: string, extra = ""): string {
   return `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;

@@ -26,8 +26,7 @@ import {
   type HostileWorld,
   probe,
   type RuleSketch,
-  startWorld,
-  type WorldOptions,
+  worldRunner,
 } from "./_hostile_client.ts";
 import { createProxyHandler, type HstsOptions } from "./proxy_handler.ts";
 
@@ -40,18 +39,7 @@ const RULES: RuleSketch[] = [
   [SHOP, "/exact/deep", "Prefix", "shop/deep"],
 ];
 
-async function withWorld(
-  fn: (world: HostileWorld) => Promise<void>,
-  rules: readonly RuleSketch[] = RULES,
-  options: WorldOptions = {},
-): Promise<void> {
-  const world = await startWorld(rules, options);
-  try {
-    await fn(world);
-  } finally {
-    await world.close();
-  }
-}
+const withWorld = worldRunner(RULES);
 
 function get(target: string, host = SHOP, extra = ""): string {
   return `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;

@@ -188,31 +188,27 @@ Deno.test("when every endpoint is marked down the route still tries them, and se
 });
 
 Deno.test("a streamed upload goes whole to the next endpoint when the first refuses the connect", async () => {
-  const good = countingBackend("good");
+  await using good = countingBackend("good");
   const dead = { address: "127.0.0.1", port: closedPort() };
   const size = 200_000;
   const body = "u".repeat(size);
-  try {
-    await withProxy([dead, good.endpoint], async (proxy) => {
-      const declared = await post(proxy, "/declared", body);
-      assertEquals([declared.status, latin1(declared.body)], [200, "good"]);
-      const conn = await RawConnection.open(proxy.port);
-      try {
-        await conn.send(
-          `POST /chunked HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n` +
-            `${size.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
-        );
-        const chunked = await conn.readResponse();
-        assertEquals([chunked.status, latin1(chunked.body)], [200, "good"]);
-      } finally {
-        conn.close();
-      }
-      assertEquals(good.seen, [`POST /declared ${size}`, `POST /chunked ${size}`]);
-      assertEquals(proxy.accessLog.map((e) => e.attempts), [2, 2]);
-    }, { endpointDownMs: 1 });
-  } finally {
-    await good.close();
-  }
+  await withProxy([dead, good.endpoint], async (proxy) => {
+    const declared = await post(proxy, "/declared", body);
+    assertEquals([declared.status, latin1(declared.body)], [200, "good"]);
+    const conn = await RawConnection.open(proxy.port);
+    try {
+      await conn.send(
+        `POST /chunked HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n` +
+          `${size.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+      );
+      const chunked = await conn.readResponse();
+      assertEquals([chunked.status, latin1(chunked.body)], [200, "good"]);
+    } finally {
+      conn.close();
+    }
+    assertEquals(good.seen, [`POST /declared ${size}`, `POST /chunked ${size}`]);
+    assertEquals(proxy.accessLog.map((e) => e.attempts), [2, 2]);
+  }, { endpointDownMs: 1 });
 });
 
 Deno.test("a stale pooled connection on a pod going away: a GET is replayed on another endpoint, a POST is never sent twice", async () => {
@@ -261,24 +257,20 @@ Deno.test("a stale pooled connection on a pod going away: a GET is replayed on a
 Deno.test("a backend that keeps closing connections under requests costs one replay, not a loop", async () => {
   // Serves one request on its first connection; every later request is taken and hung up on.
   let heads = 0;
-  const flaky = startBackend(async (conn) => {
+  await using flaky = startBackend(async (conn) => {
     for (;;) {
       if ((await conn.readHead()) === null) return;
       if (++heads > 1) return;
       await conn.write(ok("once"));
     }
   });
-  try {
-    await withProxy([flaky.endpoint], async (proxy) => {
-      assertEquals(latin1((await get(proxy, "/")).body), "once");
-      const response = await get(proxy, "/");
-      assertEquals(response.status, 502);
-      // The stale pooled connection, then one fresh one: two heads for that request, no more.
-      assertEquals([heads, flaky.connections.length], [3, 2]);
-    });
-  } finally {
-    await flaky.close();
-  }
+  await withProxy([flaky.endpoint], async (proxy) => {
+    assertEquals(latin1((await get(proxy, "/")).body), "once");
+    const response = await get(proxy, "/");
+    assertEquals(response.status, 502);
+    // The stale pooled connection, then one fresh one: two heads for that request, no more.
+    assertEquals([heads, flaky.connections.length], [3, 2]);
+  });
 });
 
 // Was a bug: a backend that accepts and resets before answering (a pod shutting down, a sidecar
@@ -307,69 +299,54 @@ Deno.test({
 // Was a bug: the metrics counted every attempt but the last as a connect error, also a GET
 // retried because its endpoint connected and then reset: the access log now says which it was.
 Deno.test("the access log tells a retry after a reset from a retry after a connect failure", async () => {
-  const resetting = startBackend(async (conn) => {
+  await using resetting = startBackend(async (conn) => {
     await conn.readHead();
   });
-  const good = countingBackend("good");
-  try {
-    const refusing = { address: "127.0.0.1", port: closedPort() };
-    const cases = [[resetting.endpoint, undefined], [refusing, 1]] as const;
-    for (const [first, failures] of cases) {
-      await withProxy([first, good.endpoint], async (proxy) => {
-        assertEquals((await get(proxy, "/")).status, 200);
-        await waitFor("the access-log entry", () => proxy.accessLog.length === 1);
-        assertEquals(proxy.accessLog[0]?.attempts, 2);
-        assertEquals(proxy.accessLog[0]?.connectFailures, failures);
-      });
-    }
-  } finally {
-    await resetting.close();
-    await good.close();
+  await using good = countingBackend("good");
+  const refusing = { address: "127.0.0.1", port: closedPort() };
+  const cases = [[resetting.endpoint, undefined], [refusing, 1]] as const;
+  for (const [first, failures] of cases) {
+    await withProxy([first, good.endpoint], async (proxy) => {
+      assertEquals((await get(proxy, "/")).status, 200);
+      await waitFor("the access-log entry", () => proxy.accessLog.length === 1);
+      assertEquals(proxy.accessLog[0]?.attempts, 2);
+      assertEquals(proxy.accessLog[0]?.connectFailures, failures);
+    });
   }
 });
 
 Deno.test("a POST whose connection is reset after its head was sent is answered 502 and sent nowhere else", async () => {
   const heads: string[] = [];
-  const resetting = startBackend(async (conn) => {
+  await using resetting = startBackend(async (conn) => {
     const head = await conn.readHead();
     if (head !== null) heads.push(requestLine(head));
   });
-  const good = countingBackend("good");
-  try {
-    await withProxy([resetting.endpoint, good.endpoint], async (proxy) => {
-      const response = await post(proxy, "/pay", "once");
-      assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"]);
-      assertEquals(heads, ["POST /pay"]);
-      assertEquals(good.seen, []);
-      assertEquals(proxy.accessLog[0]?.attempts, 1);
-    });
-  } finally {
-    await resetting.close();
-    await good.close();
-  }
+  await using good = countingBackend("good");
+  await withProxy([resetting.endpoint, good.endpoint], async (proxy) => {
+    const response = await post(proxy, "/pay", "once");
+    assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"]);
+    assertEquals(heads, ["POST /pay"]);
+    assertEquals(good.seen, []);
+    assertEquals(proxy.accessLog[0]?.attempts, 1);
+  });
 });
 
 Deno.test("a request that timed out is answered 504 and never sent to a second endpoint", async () => {
   const heads: string[] = [];
-  const silent = startBackend(async (conn) => {
+  await using silent = startBackend(async (conn) => {
     const head = await conn.readHead();
     if (head !== null) heads.push(requestLine(head));
     await conn.readHead();
   });
-  const good = countingBackend("good");
-  try {
-    await withProxy([silent.endpoint, good.endpoint], async (proxy) => {
-      const response = await get(proxy, "/slow");
-      assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"]);
-      assertEquals(heads, ["GET /slow"]);
-      assertEquals(good.seen, []);
-      await waitFor("the timed-out connection to close", () => silent.open === 0);
-      assertEquals(proxy.handler.pool.stats(), { active: 0, idle: 0, connectsTotal: 1 });
-    }, { readTimeoutMs: 200 });
-  } finally {
-    await silent.close();
-    await good.close();
-  }
+  await using good = countingBackend("good");
+  await withProxy([silent.endpoint, good.endpoint], async (proxy) => {
+    const response = await get(proxy, "/slow");
+    assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"]);
+    assertEquals(heads, ["GET /slow"]);
+    assertEquals(good.seen, []);
+    await waitFor("the timed-out connection to close", () => silent.open === 0);
+    assertEquals(proxy.handler.pool.stats(), { active: 0, idle: 0, connectsTotal: 1 });
+  }, { readTimeoutMs: 200 });
 });
 
 // --- Timeouts under steady progress --------------------------------------------------------------
@@ -378,69 +355,61 @@ Deno.test("a request that timed out is answered 504 and never sent to a second e
 // writes did not count as activity, so an upload steadily sent over longer than the read timeout
 // got 504 (nginx arms its read timeout once the request is sent).
 Deno.test("a slow but steady upload longer than the read timeout is not cut off", async () => {
-  const good = countingBackend("stored");
+  await using good = countingBackend("stored");
   const pieces = 8;
   const piece = "p".repeat(100_000 / pieces);
-  try {
-    await withProxy([good.endpoint], async (proxy) => {
-      for (const chunked of [false, true]) {
-        const conn = await RawConnection.open(proxy.port);
-        try {
-          await conn.send(
-            `POST /upload HTTP/1.1\r\nHost: ${HOST}\r\n` +
-              (chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "Content-Length: 100000\r\n\r\n"),
-          );
-          for (let i = 0; i < pieces; i++) {
-            // Pacing the client, not synchronising: each piece well within the timeout.
-            await new Promise((resolve) => setTimeout(resolve, 80));
-            await conn.send(chunked ? `${piece.length.toString(16)}\r\n${piece}\r\n` : piece);
-          }
-          if (chunked) await conn.send("0\r\n\r\n");
-          const response = await conn.readResponse();
-          assertEquals(
-            [response.status, latin1(response.body)],
-            [200, "stored"],
-            `chunked ${chunked}`,
-          );
-        } finally {
-          conn.close();
+  await withProxy([good.endpoint], async (proxy) => {
+    for (const chunked of [false, true]) {
+      const conn = await RawConnection.open(proxy.port);
+      try {
+        await conn.send(
+          `POST /upload HTTP/1.1\r\nHost: ${HOST}\r\n` +
+            (chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "Content-Length: 100000\r\n\r\n"),
+        );
+        for (let i = 0; i < pieces; i++) {
+          // Pacing the client, not synchronising: each piece well within the timeout.
+          await new Promise((resolve) => setTimeout(resolve, 80));
+          await conn.send(chunked ? `${piece.length.toString(16)}\r\n${piece}\r\n` : piece);
         }
+        if (chunked) await conn.send("0\r\n\r\n");
+        const response = await conn.readResponse();
+        assertEquals(
+          [response.status, latin1(response.body)],
+          [200, "stored"],
+          `chunked ${chunked}`,
+        );
+      } finally {
+        conn.close();
       }
-      assertEquals(good.seen, ["POST /upload 100000", "POST /upload 100000"]);
-    }, { readTimeoutMs: 250 });
-  } finally {
-    await good.close();
-  }
+    }
+    assertEquals(good.seen, ["POST /upload 100000", "POST /upload 100000"]);
+  }, { readTimeoutMs: 250 });
 });
 
 Deno.test("a client that stops reading a download frees the backend connection after the idle timeout", async () => {
   const size = 32 * 1024 * 1024;
   const block = new Uint8Array(64 * 1024).fill(120);
-  const big = startBackend(async (conn) => {
+  await using big = startBackend(async (conn) => {
     if ((await conn.readHead()) === null) return;
     await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
     for (let sent = 0; sent < size; sent += block.length) await conn.write(block);
   });
-  try {
-    await withProxy([big.endpoint], async (proxy) => {
-      const conn = await RawConnection.open(proxy.port);
-      try {
-        await conn.send(`GET /big HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-        await waitFor("the backend to start sending", () => (big.connections[0]?.written ?? 0) > 0);
-        // The client reads nothing: the backend must not be held for longer than the timeout.
-        await waitFor("the backend connection to close", () => big.open === 0, {
-          timeoutMs: 5_000,
-        });
-        await waitFor("the access entry", () => proxy.accessLog.length === 1);
-        assertEquals(proxy.accessLog[0]?.error, "timeout");
-        assertEquals(proxy.handler.pool.stats().active, 0);
-      } finally {
-        conn.close();
-      }
-    }, { readTimeoutMs: 300 });
-  } finally {
-    await big.close();
-  }
+  await withProxy([big.endpoint], async (proxy) => {
+    const conn = await RawConnection.open(proxy.port);
+    try {
+      await conn.send(`GET /big HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
+      await waitFor("the backend to start sending", () => (big.connections[0]?.written ?? 0) > 0);
+      // The client reads nothing: the backend must not be held for longer than the timeout.
+      await waitFor("the backend connection to close", () => big.open === 0, {
+        timeoutMs: 5_000,
+      });
+      await waitFor("the access entry", () => proxy.accessLog.length === 1);
+      assertEquals(proxy.accessLog[0]?.error, "timeout");
+      assertEquals(proxy.handler.pool.stats().active, 0);
+    } finally {
+      conn.close();
+    }
+  }, { readTimeoutMs: 300 });
 });
 
 // --- Pool bounds and lifetimes ------------------------------------------------------------------
@@ -505,31 +474,27 @@ Deno.test("an endpoint removed from the snapshot finishes its request in flight,
 Deno.test("a client leaving mid-download closes the backend connection and pools nothing", async () => {
   const size = 8 * 1024 * 1024;
   const block = new Uint8Array(64 * 1024).fill(100);
-  const big = startBackend(async (conn) => {
+  await using big = startBackend(async (conn) => {
     for (;;) {
       if ((await conn.readHead()) === null) return;
       await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
       for (let sent = 0; sent < size; sent += block.length) await conn.write(block);
     }
   });
-  try {
-    await withProxy([big.endpoint], async (proxy) => {
-      const conn = await RawConnection.open(proxy.port);
-      await conn.send(`GET /big HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-      await waitFor("the backend to start sending", () => (big.connections[0]?.written ?? 0) > 0);
-      conn.close();
-      await waitFor("the backend connection to close", () => big.open === 0);
-      await waitFor("the access entry", () => proxy.accessLog.length === 1);
-      assertEquals(proxy.accessLog[0]?.error, "aborted");
-      assertEquals(proxy.handler.pool.stats(), { active: 0, idle: 0, connectsTotal: 1 });
-    });
-  } finally {
-    await big.close();
-  }
+  await withProxy([big.endpoint], async (proxy) => {
+    const conn = await RawConnection.open(proxy.port);
+    await conn.send(`GET /big HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
+    await waitFor("the backend to start sending", () => (big.connections[0]?.written ?? 0) > 0);
+    conn.close();
+    await waitFor("the backend connection to close", () => big.open === 0);
+    await waitFor("the access entry", () => proxy.accessLog.length === 1);
+    assertEquals(proxy.accessLog[0]?.error, "aborted");
+    assertEquals(proxy.handler.pool.stats(), { active: 0, idle: 0, connectsTotal: 1 });
+  });
 });
 
 Deno.test("a backend half-closing after its answer loses the pooled connection, and the next request is served on a new one", async () => {
-  const halfClose = startBackend(async (conn) => {
+  await using halfClose = startBackend(async (conn) => {
     const head = await conn.readHead();
     if (head === null) return;
     await conn.write(ok(`conn ${conn.index}`));
@@ -537,36 +502,28 @@ Deno.test("a backend half-closing after its answer loses the pooled connection, 
     // Keeps reading: a half-closed socket, not a closed one.
     await conn.readHead();
   });
-  try {
-    await withProxy([halfClose.endpoint], async (proxy) => {
-      assertEquals(latin1((await get(proxy, "/")).body), "conn 0");
-      await waitFor("the pool to drop it", () => proxy.handler.pool.stats().idle === 0);
-      const next = await get(proxy, "/");
-      assertEquals([next.status, latin1(next.body)], [200, "conn 1"]);
-    });
-  } finally {
-    await halfClose.close();
-  }
+  await withProxy([halfClose.endpoint], async (proxy) => {
+    assertEquals(latin1((await get(proxy, "/")).body), "conn 0");
+    await waitFor("the pool to drop it", () => proxy.handler.pool.stats().idle === 0);
+    const next = await get(proxy, "/");
+    assertEquals([next.status, latin1(next.body)], [200, "conn 1"]);
+  });
 });
 
 Deno.test("a backend half-closing before its answer gets 502 at once, not after the read timeout", async () => {
-  const halfClose = startBackend(async (conn) => {
+  await using halfClose = startBackend(async (conn) => {
     if ((await conn.readHead()) === null) return;
     await conn.conn.closeWrite();
     await conn.readHead();
   });
-  try {
-    await withProxy([halfClose.endpoint], async (proxy) => {
-      const started = performance.now();
-      const response = await get(proxy, "/");
-      assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"]);
-      assert(performance.now() - started < 2_500, "answered before the 5 s read timeout");
-      await waitFor("the connection to close", () => halfClose.open === 0);
-      assertEquals(proxy.handler.pool.stats().active, 0);
-    });
-  } finally {
-    await halfClose.close();
-  }
+  await withProxy([halfClose.endpoint], async (proxy) => {
+    const started = performance.now();
+    const response = await get(proxy, "/");
+    assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"]);
+    assert(performance.now() - started < 2_500, "answered before the 5 s read timeout");
+    await waitFor("the connection to close", () => halfClose.open === 0);
+    assertEquals(proxy.handler.pool.stats().active, 0);
+  });
 });
 
 Deno.test("the pool holds no active connection after every kind of failed exchange", async () => {
@@ -727,7 +684,7 @@ Deno.test("a pooled connection is not reused past the backend's Keep-Alive timeo
   // backend here hangs up on any second request on a connection, as a backend does whose
   // keep-alive timeout has just passed; timeout=1 leaves no time to reuse (1 s margin).
   const seen: string[] = [];
-  const backend = startBackend(async (conn) => {
+  await using backend = startBackend(async (conn) => {
     for (let n = 0;; n++) {
       const head = await conn.readHead();
       if (head === null) return;
@@ -739,14 +696,10 @@ Deno.test("a pooled connection is not reused past the backend's Keep-Alive timeo
       );
     }
   });
-  try {
-    await withProxy([backend.endpoint], async (proxy) => {
-      assertEquals(latin1((await get(proxy, "/warm")).body), "ok");
-      const response = await post(proxy, "/pay", "once");
-      assertEquals([response.status, latin1(response.body)], [200, "ok"]);
-      assertEquals(seen, ["0 GET /warm", "1 POST /pay"]);
-    });
-  } finally {
-    await backend.close();
-  }
+  await withProxy([backend.endpoint], async (proxy) => {
+    assertEquals(latin1((await get(proxy, "/warm")).body), "ok");
+    const response = await post(proxy, "/pay", "once");
+    assertEquals([response.status, latin1(response.body)], [200, "ok"]);
+    assertEquals(seen, ["0 GET /warm", "1 POST /pay"]);
+  });
 });

@@ -35,6 +35,8 @@ export interface RelayPeer {
   requests: number;
   /** Requests of this connection so far (the relay learns from it that a request head arrived). */
   arrived: number;
+  /** Requests of this connection whose response has been sent, so far. */
+  finished: number;
   /** The connection switched protocols (a WebSocket): exempt from the idle and head timeouts. */
   upgraded: boolean;
 }
@@ -192,6 +194,7 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       remoteAddr: conn.remoteAddr,
       requests: 0,
       arrived: 0,
+      finished: 0,
       upgraded: false,
     };
     const activity: Activity = { bytes: first, sending: false, sends: 0 };
@@ -209,13 +212,16 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
     // One timer per connection, re-armed until the relay ends (see RelayOptions.idleTimeoutMs).
     let seen = -1;
     let seenSends = -1;
+    let seenFinished = -1;
     const check = () => {
       if (stopped) return;
       const waiting = peer.requests === 0 && !peer.upgraded;
       if (head !== undefined && (peer.arrived !== head || !waiting)) head = undefined;
       // A head counts as late once a whole period passed since its first bytes.
       if (head !== undefined) headChecks++;
-      const idle = waiting && activity.bytes === seen;
+      // Idle means nothing in flight during the whole period, not just now: a response the inner
+      // server has just finished may not have reached the relay's read yet.
+      const idle = waiting && activity.bytes === seen && peer.finished === seenFinished;
       const stalled = activity.sending && activity.sends === seenSends;
       if (idle || stalled || headChecks >= 2) {
         stop();
@@ -223,6 +229,7 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       }
       seen = activity.bytes;
       seenSends = activity.sends;
+      seenFinished = peer.finished;
       idleTimer = setTimeout(check, options.idleTimeoutMs);
     };
     try {

@@ -94,6 +94,7 @@ export class RelayServer {
       const done = () => {
         this.#requests--;
         peer.requests--;
+        peer.finished++;
         onRequest?.(-1);
       };
       info.completed.then(done, done);

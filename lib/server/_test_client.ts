@@ -3,13 +3,34 @@
  * chosen server name (SNI) and trusted certificates, and either completes the
  * handshake only, sends one HTTP/1.1 request with `Connection: close`, or
  * opens a WebSocket (raw frames, decoded by `lib/proxy/ws_frame.ts`, so the
- * test sees exactly what the server sent).
+ * test sees exactly what the server sent); and a keep-alive request on a
+ * connection already open.
  * Used by the tests of `lib/tls/` and `lib/server/`; not part of Sluice.
  *
  * @module
  */
 import { concatBytes } from "../../tests/support/raw_http.ts";
+import { within } from "../../tests/support/wait.ts";
 import { decodeClosePayload, encodeFrame, FrameDecoder, type WsFrame } from "../proxy/ws_frame.ts";
+
+/**
+ * Sends a keep-alive `GET path` for host `a.test` on `conn` and reads until the
+ * response ends with `ok` (each read within 5 s); resolves with the text read.
+ */
+export async function keepAliveOk(conn: Deno.Conn, path = "/"): Promise<string> {
+  const bytes = new TextEncoder().encode(`GET ${path} HTTP/1.1\r\nHost: a.test\r\n\r\n`);
+  let at = 0;
+  while (at < bytes.length) at += await conn.write(bytes.subarray(at));
+  const decoder = new TextDecoder();
+  let text = "";
+  const buffer = new Uint8Array(4096);
+  while (!text.endsWith("\r\n\r\nok")) {
+    const n = await within(5_000, "the answer", conn.read(buffer));
+    if (n === null) throw new Error(`Closed after "${text}"`);
+    text += decoder.decode(buffer.subarray(0, n));
+  }
+  return text;
+}
 
 /** Options of {@linkcode tlsHandshake} and {@linkcode httpsGet}. */
 export interface TlsClientOptions {

@@ -8,7 +8,7 @@ import { waitFor, within } from "../../tests/support/wait.ts";
 import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../workers/stub_snapshot.ts";
-import { closeCode, httpsGet, tlsHandshake, wssConnect } from "./_test_client.ts";
+import { closeCode, httpsGet, keepAliveOk, tlsHandshake, wssConnect } from "./_test_client.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 import type { ConnectionInfo, RequestHandler } from "./listener.ts";
 
@@ -459,14 +459,7 @@ async function keepAliveRequest(port: number): Promise<Deno.TlsConn> {
   const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
   const conn = await Deno.startTls(tcp, { hostname: "a.test", caCerts: [certA.certPem] });
   try {
-    await conn.write(encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
-    let text = "";
-    const buffer = new Uint8Array(4096);
-    while (!text.endsWith("\r\n\r\nok")) {
-      const n = await within(5_000, "the answer", conn.read(buffer));
-      if (n === null) throw new Error(`Closed after "${text}"`);
-      text += decoder.decode(buffer.subarray(0, n));
-    }
+    await keepAliveOk(conn);
     return conn;
   } catch (error) {
     conn.close();

@@ -395,14 +395,9 @@ function serviceOf(body: string): string {
   }
 }
 
-Deno.test("requests keep succeeding while 40 snapshots swap their backend, and a slow request in flight finishes on its backend", async () => {
-  const [blue, green] = await Promise.all([
-    startEchoBackend({ name: "shop/blue" }),
-    startEchoBackend({ name: "shop/green" }),
-  ]);
-  const blueOnly = translationOf(site("a.test", "shop/web", blue.port));
-  const greenOnly = translationOf(site("a.test", "shop/web", green.port));
-  const pool = await startWorkerPool<SluiceSnapshotData>({
+/** Two Sluice workers on a free HTTP port, serving `translation` (and `certOld`) as version 1. */
+function sluicePool(translation: SluiceTranslation): Promise<WorkerPool<SluiceSnapshotData>> {
+  return startWorkerPool<SluiceSnapshotData>({
     count: 2,
     module: SLUICE_WORKER,
     config: {
@@ -411,9 +406,19 @@ Deno.test("requests keep succeeding while 40 snapshots swap their backend, and a
       httpsPort: null,
       handlerOptions: { accessLog: false },
     },
-    snapshot: { version: 1, data: { translation: blueOnly, defaultCertificate: certOld } },
+    snapshot: { version: 1, data: { translation, defaultCertificate: certOld } },
     heartbeatMs: 0,
   });
+}
+
+Deno.test("requests keep succeeding while 40 snapshots swap their backend, and a slow request in flight finishes on its backend", async () => {
+  const [blue, green] = await Promise.all([
+    startEchoBackend({ name: "shop/blue" }),
+    startEchoBackend({ name: "shop/green" }),
+  ]);
+  const blueOnly = translationOf(site("a.test", "shop/web", blue.port));
+  const greenOnly = translationOf(site("a.test", "shop/web", green.port));
+  const pool = await sluicePool(blueOnly);
   try {
     const port = pool.httpPort!;
     const slow = request(port, "a.test", "/slow?delay=1500");
@@ -498,18 +503,7 @@ Deno.test("a 10,000-Ingress snapshot reaches 2 workers while requests keep being
       ...site("big.test", "probe/big", echo.port).backends,
     ],
   };
-  const pool = await startWorkerPool<SluiceSnapshotData>({
-    count: 2,
-    module: SLUICE_WORKER,
-    config: {
-      hostname: "127.0.0.1",
-      httpPort: 0,
-      httpsPort: null,
-      handlerOptions: { accessLog: false },
-    },
-    snapshot: { version: 1, data: { translation: small, defaultCertificate: certOld } },
-    heartbeatMs: 0,
-  });
+  const pool = await sluicePool(small);
   try {
     const port = pool.httpPort!;
     assertEquals((await request(port, "big.test")).status, 404);

@@ -19,7 +19,7 @@ import {
   assertRejects,
   assertStringIncludes,
 } from "../support/assert.ts";
-import { headerValue, latin1 } from "../support/raw_http.ts";
+import { headerValue, latin1, RawConnection } from "../support/raw_http.ts";
 import {
   freePort,
   type SluiceProcess,
@@ -31,18 +31,97 @@ import { siteYaml, writeManifestDir } from "../support/manifest_dir.ts";
 import { waitFor, within } from "../support/wait.ts";
 import {
   lifecycleRecords,
+  type ManifestSite,
   messages,
   relayedKubeconfig,
   spawnOnManifests,
   status,
+  tempDir,
   TLS_HOST,
-  Wire,
 } from "../support/hostile_lifecycle_support.ts";
-import { startRelay } from "../support/_hostile_control_relay.ts";
-import { e2eWorld } from "./cluster_fixture.ts";
+import { type RelayMode, startRelay } from "../support/_hostile_control_relay.ts";
+import { type E2EWorld, e2eWorld } from "./cluster_fixture.ts";
 import { writeKubeconfig } from "../support/kube.ts";
 import type { Lease } from "../../lib/publish/leader_election.ts";
 import { LEASES } from "../../lib/k8s/resources.ts";
+
+/**
+ * {@linkcode spawnOnManifests} with `--workers`, `--shutdown-delay` and
+ * `--shutdown-timeout` (then `options.args`), once `/readyz` answers 200.
+ */
+async function readySite(
+  drain: { workers: number; delay: string; timeout: string },
+  options: { host?: string; args?: readonly string[] } = {},
+): Promise<ManifestSite> {
+  const site = await spawnOnManifests([
+    `--workers=${drain.workers}`,
+    `--shutdown-delay=${drain.delay}`,
+    `--shutdown-timeout=${drain.timeout}`,
+    ...(options.args ?? []),
+  ], options);
+  try {
+    await site.sluice.ready();
+  } catch (error) {
+    await site[Symbol.asyncDispose]();
+    throw error;
+  }
+  return site;
+}
+
+/** A fresh {@linkcode e2eWorld}; disposing it closes it. */
+async function lifecycleWorld(): Promise<E2EWorld & AsyncDisposable> {
+  const world = await e2eWorld("e2e-lifecycle");
+  return { ...world, [Symbol.asyncDispose]: () => world.close() };
+}
+
+/** Sluice as `world`'s controller through `kubeconfig`, one worker, `args` added. */
+function spawnController(
+  world: E2EWorld,
+  kubeconfig: string,
+  args: readonly string[],
+): Promise<SluiceProcess> {
+  return spawnSluice([
+    `--kubeconfig=${kubeconfig}`,
+    `--controller-name=${world.controllerName}`,
+    `--election-namespace=${world.ns}`,
+    "--workers=1",
+    ...args,
+  ]);
+}
+
+/**
+ * A fresh world, a relay in front of its apiserver (in `mode`), and Sluice as
+ * its controller reaching the apiserver only through the relay, with `args`
+ * added; disposing it stops them all.
+ */
+async function behindRelay(mode: RelayMode, args: readonly string[]) {
+  const stack = new AsyncDisposableStack();
+  try {
+    const world = stack.use(await lifecycleWorld());
+    const relay = stack.use(startRelay(world.admin.access.server));
+    relay.setMode(mode);
+    const kubeconfig = stack.use(
+      await relayedKubeconfig(world.credentials.kubeconfig, relay.server),
+    );
+    const sluice = stack.use(await spawnController(world, kubeconfig.path, args));
+    return { relay, sluice, [Symbol.asyncDispose]: () => stack.disposeAsync() };
+  } catch (error) {
+    await stack.disposeAsync();
+    throw error;
+  }
+}
+
+/**
+ * Waits for `sluice` to exit with 1 and checks that it wrote exactly one
+ * FATAL line (`label` names the case); returns that line's message.
+ */
+async function fatalExit(sluice: SluiceProcess, label?: string): Promise<string> {
+  const what = label === undefined ? "Sluice to exit" : `Sluice to exit (${label})`;
+  assertEquals(await within(20_000, what, sluice.exited), 1);
+  const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
+  assertEquals(fatal.length, 1, label);
+  return String(fatal[0]!.message);
+}
 
 // ---------------------------------------------------------------------------
 // Readiness and the shutdown delay
@@ -64,13 +143,8 @@ Deno.test("/readyz answers 200 only once every worker serves the routes (fresh c
 });
 
 Deno.test("during --shutdown-delay /readyz is 503, /healthz stays 200, and new connections are accepted and served", async () => {
-  await using site = await spawnOnManifests([
-    "--workers=2",
-    "--shutdown-delay=3s",
-    "--shutdown-timeout=5s",
-  ]);
+  await using site = await readySite({ workers: 2, delay: "3s", timeout: "5s" });
   const { sluice } = site;
-  await sluice.ready();
   const signalled = performance.now();
   const exited = sluice.stop("SIGTERM");
   await waitFor("/readyz to answer 503", async () => (await status(sluice, "/readyz")) === 503, {
@@ -93,13 +167,8 @@ Deno.test("during --shutdown-delay /readyz is 503, /healthz stays 200, and new c
 });
 
 Deno.test("routes changed during --shutdown-delay are still served: the sources keep running while Sluice drains", async () => {
-  await using site = await spawnOnManifests([
-    "--workers=2",
-    "--shutdown-delay=4s",
-    "--shutdown-timeout=2s",
-  ]);
+  await using site = await readySite({ workers: 2, delay: "4s", timeout: "2s" });
   const { sluice } = site;
-  await sluice.ready();
   assertEquals((await site.get("/", { host: "late.test" })).status, 404);
   const exited = sluice.stop("SIGTERM");
   await waitFor("/readyz to answer 503", async () => (await status(sluice, "/readyz")) === 503, {
@@ -131,13 +200,8 @@ for (const scheme of ["http", "https"] as const) {
     name:
       `a response finished during the drain says Connection: close before the connection closes (${scheme})`,
     fn: async () => {
-      await using site = await spawnOnManifests([
-        "--workers=1",
-        "--shutdown-delay=0s",
-        "--shutdown-timeout=10s",
-      ]);
+      await using site = await readySite({ workers: 1, delay: "0s", timeout: "10s" });
       const { sluice } = site;
-      await sluice.ready();
       const conn = await site.open(scheme);
       try {
         const host = scheme === "http" ? "shop.test" : TLS_HOST;
@@ -157,20 +221,15 @@ for (const scheme of ["http", "https"] as const) {
 }
 
 Deno.test("idle keep-alive connections, half-sent requests and stalled TLS handshakes do not hold the drain: Sluice exits at once", async () => {
-  await using site = await spawnOnManifests([
-    "--workers=1",
-    "--shutdown-delay=0s",
-    "--shutdown-timeout=20s",
-  ]);
+  await using site = await readySite({ workers: 1, delay: "0s", timeout: "20s" });
   const { sluice } = site;
-  await sluice.ready();
   const idle = await site.open("http");
   const half = await site.open("http");
   const silent = await site.open("http");
   const idleTls = await site.open("https");
   // TCP to the HTTPS port, then nothing, or the first bytes of a ClientHello.
-  const silentTls = new Wire(await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort }));
-  const halfHello = new Wire(await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort }));
+  const silentTls = await RawConnection.open(sluice.httpsPort);
+  const halfHello = await RawConnection.open(sluice.httpsPort);
   const all = [idle, half, silent, idleTls, silentTls, halfHello];
   try {
     for (const [conn, host] of [[idle, "shop.test"], [idleTls, TLS_HOST]] as const) {
@@ -195,13 +254,8 @@ Deno.test("idle keep-alive connections, half-sent requests and stalled TLS hands
 // Was a bug: the last line said "0 connections cut" after a stream was cut at the deadline (the
 // plain-HTTP listener counted nothing); it now says requests were cut whatever the count.
 Deno.test("a stream still running at --shutdown-timeout is cut visibly, new connections are refused meanwhile, and Sluice exits on time saying requests were cut", async () => {
-  await using site = await spawnOnManifests([
-    "--workers=1",
-    "--shutdown-delay=200ms",
-    "--shutdown-timeout=2s",
-  ]);
+  await using site = await readySite({ workers: 1, delay: "200ms", timeout: "2s" });
   const { sluice } = site;
-  await sluice.ready();
   const conn = await site.open("http");
   try {
     // 1,000 events 50 ms apart: far longer than the timeout.
@@ -240,14 +294,10 @@ Deno.test("a stream still running at --shutdown-timeout is cut visibly, new conn
 });
 
 Deno.test("requests in flight at SIGTERM are all answered and all written to the access log before the exit", async () => {
-  await using site = await spawnOnManifests([
-    "--workers=2",
-    "--shutdown-delay=0s",
-    "--shutdown-timeout=10s",
-    "--access-log=true",
-  ]);
+  await using site = await readySite({ workers: 2, delay: "0s", timeout: "10s" }, {
+    args: ["--access-log=true"],
+  });
   const { sluice } = site;
-  await sluice.ready();
   const n = 20;
   const answers = Promise.all(
     Array.from({ length: n }, (_, i) => site.get(`/in-flight-${i}?delay=${400 + i * 20}`)),
@@ -263,13 +313,8 @@ Deno.test("requests in flight at SIGTERM are all answered and all written to the
 
 Deno.test("an HTTP/2 (h2c) stream in flight at SIGTERM is answered whole before Sluice exits", async () => {
   // No host in the rule: HTTP/2 routes on :authority, here 127.0.0.1.
-  await using site = await spawnOnManifests([
-    "--workers=1",
-    "--shutdown-delay=0s",
-    "--shutdown-timeout=10s",
-  ], { host: "" });
+  await using site = await readySite({ workers: 1, delay: "0s", timeout: "10s" }, { host: "" });
   const { sluice } = site;
-  await sluice.ready();
   using client = Deno.createHttpClient({ http1: false, http2: true });
   const get = async (path: string) => {
     const r = await fetch(`http://127.0.0.1:${sluice.httpPort}${path}`, { client });
@@ -286,13 +331,10 @@ Deno.test("an HTTP/2 (h2c) stream in flight at SIGTERM is answered whole before 
 });
 
 Deno.test("SIGTERM closes an open WebSocket with 1001 and Sluice exits without waiting for the timeout", async () => {
-  await using site = await spawnOnManifests([
-    "--workers=1",
-    "--shutdown-delay=0s",
-    "--shutdown-timeout=20s",
-  ], { host: "localhost" });
+  await using site = await readySite({ workers: 1, delay: "0s", timeout: "20s" }, {
+    host: "localhost",
+  });
   const { sluice } = site;
-  await sluice.ready();
   const ws = new WebSocket(`ws://localhost:${sluice.httpPort}/ws`);
   const closed = new Promise<CloseEvent>((resolve) => ws.onclose = resolve);
   const opened = new Promise<void>((resolve, reject) => {
@@ -331,13 +373,8 @@ for (
   ]] as const
 ) {
   Deno.test(`a second signal (${first} then ${second}) during the drain exits at once with 1 and says why`, async () => {
-    await using site = await spawnOnManifests([
-      "--workers=1",
-      "--shutdown-delay=10s",
-      "--shutdown-timeout=10s",
-    ]);
+    await using site = await readySite({ workers: 1, delay: "10s", timeout: "10s" });
     const { sluice } = site;
-    await sluice.ready();
     const exited = sluice.stop(first);
     await waitFor(
       "the shutdown to begin",
@@ -358,34 +395,26 @@ for (
 // (143) without a word; a start-up stuck on a kubeconfig that never reads (a FIFO here) could
 // only be killed.
 Deno.test("SIGTERM during start-up exits promptly with 0 and says so", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "sluice-lifecycle-" });
-  const fifo = `${dir}/kubeconfig`;
-  try {
-    const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
-    assert(made.success, "mkfifo");
-    const sluice = await spawnSluice([`--kubeconfig=${fifo}`, "--workers=1"]);
-    try {
-      // Start-up is stuck reading the kubeconfig: the data plane listens, nothing more.
-      await waitFor(
-        "the workers to listen",
-        () => messages(sluice).some((m) => m.startsWith("Serving")),
-        { timeoutMs: 20_000 },
-      );
-      // The health port answers, but neither live nor ready: a start-up that never ends fails
-      // the startup probe, and the kubelet restarts the pod.
-      assertEquals(await status(sluice, "/healthz"), 503);
-      assertEquals(await status(sluice, "/readyz"), 503);
-      const signalled = performance.now();
-      const code = await within(5_000, "Sluice to exit", sluice.stop("SIGTERM"));
-      assertEquals(code, 0);
-      assert(performance.now() - signalled < 2_000, "exited promptly");
-      assert(messages(sluice).some((m) => m.includes("SIGTERM")), "a line names the signal");
-    } finally {
-      await sluice.stop("SIGKILL");
-    }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  await using dir = await tempDir("sluice-lifecycle-");
+  const fifo = `${dir.path}/kubeconfig`;
+  const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
+  assert(made.success, "mkfifo");
+  await using sluice = await spawnSluice([`--kubeconfig=${fifo}`, "--workers=1"]);
+  // Start-up is stuck reading the kubeconfig: the data plane listens, nothing more.
+  await waitFor(
+    "the workers to listen",
+    () => messages(sluice).some((m) => m.startsWith("Serving")),
+    { timeoutMs: 20_000 },
+  );
+  // The health port answers, but neither live nor ready: a start-up that never ends fails
+  // the startup probe, and the kubelet restarts the pod.
+  assertEquals(await status(sluice, "/healthz"), 503);
+  assertEquals(await status(sluice, "/readyz"), 503);
+  const signalled = performance.now();
+  const code = await within(5_000, "Sluice to exit", sluice.stop("SIGTERM"));
+  assertEquals(code, 0);
+  assert(performance.now() - signalled < 2_000, "exited promptly");
+  assert(messages(sluice).some((m) => m.includes("SIGTERM")), "a line names the signal");
 });
 
 // Was a bug: once standard error was a broken pipe (the log reader gone: journald restarted,
@@ -458,23 +487,17 @@ Deno.test({
 // Was a bug: the health port was bound last, after the workers, the watches and the leader
 // election had started, and its error named no port ("Address already in use (os error 98)").
 Deno.test("a taken health port stops start-up before anything serves, with an error naming the port", async () => {
-  const taken = Deno.listen({ hostname: "0.0.0.0", port: freePort() });
-  try {
-    const port = (taken.addr as Deno.NetAddr).port;
-    await using site = await spawnOnManifests(["--workers=1", `--health-port=${port}`]);
-    const { sluice } = site;
-    assertEquals(await within(20_000, "Sluice to exit", sluice.exited), 1);
-    const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
-    assertEquals(fatal.length, 1);
-    assertStringIncludes(String(fatal[0]!.message), `${port}`);
-    assertStringIncludes(String(fatal[0]!.message), "health");
-    assert(
-      !messages(sluice).some((m) => m.startsWith("Serving HTTP")),
-      "no worker started listening",
-    );
-  } finally {
-    taken.close();
-  }
+  using taken = Deno.listen({ hostname: "0.0.0.0", port: freePort() });
+  const port = (taken.addr as Deno.NetAddr).port;
+  await using site = await spawnOnManifests(["--workers=1", `--health-port=${port}`]);
+  const { sluice } = site;
+  const message = await fatalExit(sluice);
+  assertStringIncludes(message, `${port}`);
+  assertStringIncludes(message, "health");
+  assert(
+    !messages(sluice).some((m) => m.startsWith("Serving HTTP")),
+    "no worker started listening",
+  );
 });
 
 // Was a bug: a taken HTTP or HTTPS port stopped start-up (exit 1) but the error named neither the
@@ -483,43 +506,24 @@ for (const listener of ["http", "https"] as const) {
   Deno.test({
     name: `a taken ${listener} port stops start-up with exit 1 and an error naming the port`,
     fn: async () => {
-      const taken = Deno.listen({ hostname: "0.0.0.0", port: freePort() });
-      try {
-        const port = (taken.addr as Deno.NetAddr).port;
-        await using site = await spawnOnManifests(["--workers=2", `--${listener}-port=${port}`]);
-        const { sluice } = site;
-        assertEquals(await within(20_000, "Sluice to exit", sluice.exited), 1);
-        const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
-        assertEquals(fatal.length, 1);
-        assertStringIncludes(String(fatal[0]!.message), `${port}`);
-      } finally {
-        taken.close();
-      }
+      using taken = Deno.listen({ hostname: "0.0.0.0", port: freePort() });
+      const port = (taken.addr as Deno.NetAddr).port;
+      await using site = await spawnOnManifests(["--workers=2", `--${listener}-port=${port}`]);
+      assertStringIncludes(await fatalExit(site.sluice), `${port}`);
     },
   });
 }
 
 Deno.test("a kubeconfig that is missing, empty or not YAML stops start-up with exit 1 and one line naming the file", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "sluice-lifecycle-" });
-  try {
-    await Deno.writeTextFile(`${dir}/empty`, "");
-    await Deno.writeTextFile(`${dir}/garbage`, "{{{ not: [yaml");
-    for (const name of ["missing", "empty", "garbage"]) {
-      const path = `${dir}/${name}`;
-      const sluice = await spawnSluice([`--kubeconfig=${path}`, "--workers=1"]);
-      try {
-        assertEquals(await within(20_000, `Sluice to exit (${name})`, sluice.exited), 1);
-        const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
-        assertEquals(fatal.length, 1, name);
-        assertStringIncludes(String(fatal[0]!.message), path);
-        // One line says what went wrong: no error about the workers stopped on the way out.
-        assertEquals(lifecycleRecords(sluice).filter((r) => r.level === "ERROR"), [], name);
-      } finally {
-        await sluice.stop("SIGKILL");
-      }
-    }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
+  await using dir = await tempDir("sluice-lifecycle-");
+  await Deno.writeTextFile(`${dir.path}/empty`, "");
+  await Deno.writeTextFile(`${dir.path}/garbage`, "{{{ not: [yaml");
+  for (const name of ["missing", "empty", "garbage"]) {
+    const path = `${dir.path}/${name}`;
+    await using sluice = await spawnSluice([`--kubeconfig=${path}`, "--workers=1"]);
+    assertStringIncludes(await fatalExit(sluice, name), path);
+    // One line says what went wrong: no error about the workers stopped on the way out.
+    assertEquals(lifecycleRecords(sluice).filter((r) => r.level === "ERROR"), [], name);
   }
 });
 
@@ -531,37 +535,21 @@ Deno.test({
   name:
     "a kubeconfig user's tokenFile authenticates Sluice, and a missing one stops start-up naming the file",
   fn: async () => {
-    const world = await e2eWorld("e2e-lifecycle");
+    await using world = await lifecycleWorld();
     const { dir, path } = await writeKubeconfig((d) => ({ tokenFile: `${d}/token` }), {
       namespace: world.ns,
     });
     try {
-      const missing = await spawnSluice([`--kubeconfig=${path}`, "--workers=1"]);
-      try {
-        assertEquals(await within(20_000, "Sluice to exit", missing.exited), 1);
-        const fatal = lifecycleRecords(missing).filter((r) => r.level === "FATAL");
-        assertEquals(fatal.length, 1);
-        assertStringIncludes(String(fatal[0]!.message), `${dir}/token`);
-      } finally {
-        await missing.stop("SIGKILL");
+      {
+        await using missing = await spawnSluice([`--kubeconfig=${path}`, "--workers=1"]);
+        assertStringIncludes(await fatalExit(missing), `${dir}/token`);
       }
       await Deno.writeTextFile(`${dir}/token`, world.credentials.token);
-      const sluice = await spawnSluice([
-        `--kubeconfig=${path}`,
-        `--controller-name=${world.controllerName}`,
-        `--election-namespace=${world.ns}`,
-        "--workers=1",
-        "--shutdown-delay=0s",
-      ]);
-      try {
-        await sluice.ready(20_000);
-        assert(!sluice.logs.some((l) => l.includes("system:anonymous")), "not anonymous");
-      } finally {
-        await sluice.stop("SIGKILL");
-      }
+      await using sluice = await spawnController(world, path, ["--shutdown-delay=0s"]);
+      await sluice.ready(20_000);
+      assert(!sluice.logs.some((l) => l.includes("system:anonymous")), "not anonymous");
     } finally {
       await Deno.remove(dir, { recursive: true });
-      await world.close();
     }
   },
 });
@@ -573,27 +561,16 @@ Deno.test({
 Deno.test({
   name: "with no kubeconfig anywhere and no cluster around, start-up stops with one line saying so",
   fn: async () => {
-    const home = await Deno.makeTempDir({ prefix: "sluice-lifecycle-home-" });
+    await using home = await tempDir("sluice-lifecycle-home-");
     // The same Deno cache as now, not one under the empty home.
     const cache = Deno.env.get("DENO_DIR") ??
       `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME")}/.cache`}/deno`;
-    try {
-      const sluice = await spawnSluice(["--workers=1"], {
-        env: { HOME: home, KUBECONFIG: "", DENO_DIR: cache },
-      });
-      try {
-        assertEquals(await within(20_000, "Sluice to exit", sluice.exited), 1);
-        const fatal = lifecycleRecords(sluice).filter((r) => r.level === "FATAL");
-        assertEquals(fatal.length, 1);
-        const message = String(fatal[0]!.message);
-        assertStringIncludes(message, "--kubeconfig");
-        assert(!message.includes("HTTP protocol"), message);
-      } finally {
-        await sluice.stop("SIGKILL");
-      }
-    } finally {
-      await Deno.remove(home, { recursive: true });
-    }
+    await using sluice = await spawnSluice(["--workers=1"], {
+      env: { HOME: home.path, KUBECONFIG: "", DENO_DIR: cache },
+    });
+    const message = await fatalExit(sluice);
+    assertStringIncludes(message, "--kubeconfig");
+    assert(!message.includes("HTTP protocol"), message);
   },
 });
 
@@ -602,84 +579,48 @@ Deno.test({
 // ---------------------------------------------------------------------------
 
 Deno.test("with the apiserver unreachable at start Sluice stays up, live and unready, says so, and becomes ready once it appears", async () => {
-  const world = await e2eWorld("e2e-lifecycle");
-  await using relay = startRelay(world.admin.access.server);
-  relay.setMode("refuse");
-  const kubeconfig = await relayedKubeconfig(world.credentials.kubeconfig, relay.server);
-  let sluice: SluiceProcess | undefined;
-  try {
-    sluice = await spawnSluice([
-      `--kubeconfig=${kubeconfig.path}`,
-      `--controller-name=${world.controllerName}`,
-      `--election-namespace=${world.ns}`,
-      "--workers=1",
-      "--shutdown-delay=0s",
-      "--shutdown-timeout=2s",
-    ]);
-    const s = sluice;
-    await waitFor("the health port", async () => (await status(s, "/healthz")) === 200, {
-      timeoutMs: 20_000,
-    });
-    await waitFor(
-      "a warning that the apiserver cannot be reached",
-      () => lifecycleRecords(s).some((r) => r.level === "WARN" || r.level === "ERROR"),
-      { timeoutMs: 15_000 },
-    );
-    for (let i = 0; i < 5; i++) {
-      assertEquals(await status(s, "/readyz"), 503);
-      assertEquals(await status(s, "/healthz"), 200);
-    }
-    // The data plane answers, 503, rather than hang or 404 while nothing is loaded.
-    const early = await fetch(`http://127.0.0.1:${s.httpPort}/`);
-    await early.body?.cancel();
-    assertEquals(early.status, 503);
-    assertEquals(await status(s, "/metrics"), 200);
-    // Backing off, not hammering: a few attempts per reflector, not hundreds.
-    const attempts = relay.accepted;
-    assert(attempts < 100, `${attempts} connections in a few seconds`);
-
-    relay.setMode("pass");
-    await s.ready(45_000);
-    assertEquals(await within(10_000, "Sluice to exit", s.stop("SIGTERM")), 0);
-  } finally {
-    await sluice?.stop("SIGKILL");
-    await kubeconfig.remove();
-    await world.close();
+  await using run = await behindRelay("refuse", ["--shutdown-delay=0s", "--shutdown-timeout=2s"]);
+  const { relay, sluice: s } = run;
+  await waitFor("the health port", async () => (await status(s, "/healthz")) === 200, {
+    timeoutMs: 20_000,
+  });
+  await waitFor(
+    "a warning that the apiserver cannot be reached",
+    () => lifecycleRecords(s).some((r) => r.level === "WARN" || r.level === "ERROR"),
+    { timeoutMs: 15_000 },
+  );
+  for (let i = 0; i < 5; i++) {
+    assertEquals(await status(s, "/readyz"), 503);
+    assertEquals(await status(s, "/healthz"), 200);
   }
+  // The data plane answers, 503, rather than hang or 404 while nothing is loaded.
+  const early = await fetch(`http://127.0.0.1:${s.httpPort}/`);
+  await early.body?.cancel();
+  assertEquals(early.status, 503);
+  assertEquals(await status(s, "/metrics"), 200);
+  // Backing off, not hammering: a few attempts per reflector, not hundreds.
+  const attempts = relay.accepted;
+  assert(attempts < 100, `${attempts} connections in a few seconds`);
+
+  relay.setMode("pass");
+  await s.ready(45_000);
+  assertEquals(await within(10_000, "Sluice to exit", s.stop("SIGTERM")), 0);
 });
 
 for (const mode of ["refuse", "drop"] as const) {
   Deno.test(`SIGTERM while the apiserver ${mode === "refuse" ? "refuses connections" : "answers nothing"} and Sluice never got ready exits promptly with 0`, async () => {
-    const world = await e2eWorld("e2e-lifecycle");
-    await using relay = startRelay(world.admin.access.server);
-    relay.setMode(mode);
-    const kubeconfig = await relayedKubeconfig(world.credentials.kubeconfig, relay.server);
-    let sluice: SluiceProcess | undefined;
-    try {
-      sluice = await spawnSluice([
-        `--kubeconfig=${kubeconfig.path}`,
-        `--controller-name=${world.controllerName}`,
-        `--election-namespace=${world.ns}`,
-        "--workers=1",
-        "--shutdown-delay=0s",
-        "--shutdown-timeout=2s",
-      ]);
-      const s = sluice;
-      await waitFor("the health port", async () => (await status(s, "/healthz")) === 200, {
-        timeoutMs: 20_000,
-      });
-      await waitFor("the watches to reach the relay", () => relay.accepted >= 2, {
-        timeoutMs: 15_000,
-      });
-      const signalled = performance.now();
-      assertEquals(await within(10_000, "Sluice to exit", s.stop("SIGTERM")), 0);
-      const tookMs = performance.now() - signalled;
-      assert(tookMs < 4_000, `exited after ${Math.round(tookMs)} ms`);
-    } finally {
-      await sluice?.stop("SIGKILL");
-      await kubeconfig.remove();
-      await world.close();
-    }
+    await using run = await behindRelay(mode, ["--shutdown-delay=0s", "--shutdown-timeout=2s"]);
+    const { relay, sluice: s } = run;
+    await waitFor("the health port", async () => (await status(s, "/healthz")) === 200, {
+      timeoutMs: 20_000,
+    });
+    await waitFor("the watches to reach the relay", () => relay.accepted >= 2, {
+      timeoutMs: 15_000,
+    });
+    const signalled = performance.now();
+    assertEquals(await within(10_000, "Sluice to exit", s.stop("SIGTERM")), 0);
+    const tookMs = performance.now() - signalled;
+    assert(tookMs < 4_000, `exited after ${Math.round(tookMs)} ms`);
   });
 }
 
@@ -687,78 +628,49 @@ for (const mode of ["refuse", "drop"] as const) {
 // only after the drain, so a black-holed apiserver added up to 10 s to
 // --shutdown-delay + --shutdown-timeout, past terminationGracePeriodSeconds' margin.
 Deno.test("SIGTERM while the apiserver is black-holed exits within --shutdown-delay + --shutdown-timeout and a small margin", async () => {
-  const world = await e2eWorld("e2e-lifecycle");
-  await using relay = startRelay(world.admin.access.server);
-  const kubeconfig = await relayedKubeconfig(world.credentials.kubeconfig, relay.server);
-  let sluice: SluiceProcess | undefined;
-  try {
-    sluice = await spawnSluice([
-      `--kubeconfig=${kubeconfig.path}`,
-      `--controller-name=${world.controllerName}`,
-      `--election-namespace=${world.ns}`,
-      "--workers=1",
-      "--shutdown-delay=500ms",
-      "--shutdown-timeout=2s",
-    ]);
-    const s = sluice;
-    await s.ready();
-    await waitFor(
-      "Sluice to lead",
-      () => messages(s).some((m) => m.startsWith("Became the leader")),
-      {
-        timeoutMs: 20_000,
-      },
-    );
-    // Every byte to and from the apiserver is dropped from now on; connections stay open.
-    relay.setMode("drop");
-    const signalled = performance.now();
-    assertEquals(await within(20_000, "Sluice to exit", s.stop("SIGTERM")), 0);
-    const tookMs = performance.now() - signalled;
-    assert(tookMs < 500 + 2_000 + 2_500, `exited after ${Math.round(tookMs)} ms`);
-    assert(messages(s).some((m) => m.startsWith("Stopped")), "the last line was written");
-  } finally {
-    await sluice?.stop("SIGKILL");
-    relay.cutAll();
-    await kubeconfig.remove();
-    await world.close();
-  }
+  await using run = await behindRelay("pass", ["--shutdown-delay=500ms", "--shutdown-timeout=2s"]);
+  const { relay, sluice: s } = run;
+  await s.ready();
+  await waitFor(
+    "Sluice to lead",
+    () => messages(s).some((m) => m.startsWith("Became the leader")),
+    {
+      timeoutMs: 20_000,
+    },
+  );
+  // Every byte to and from the apiserver is dropped from now on; connections stay open.
+  relay.setMode("drop");
+  const signalled = performance.now();
+  assertEquals(await within(20_000, "Sluice to exit", s.stop("SIGTERM")), 0);
+  const tookMs = performance.now() - signalled;
+  assert(tookMs < 500 + 2_000 + 2_500, `exited after ${Math.round(tookMs)} ms`);
+  assert(messages(s).some((m) => m.startsWith("Stopped")), "the last line was written");
 });
 
 // Was a bug (with the one above): the Lease was released only after the drain, so for
 // --shutdown-delay + --shutdown-timeout no replica wrote status or Events.
 Deno.test("SIGTERM hands the Lease over at once, while the drain is still going", async () => {
-  const world = await e2eWorld("e2e-lifecycle");
-  let sluice: SluiceProcess | undefined;
-  try {
-    sluice = await spawnSluice([
-      `--kubeconfig=${world.credentials.kubeconfig}`,
-      `--controller-name=${world.controllerName}`,
-      `--election-namespace=${world.ns}`,
-      "--workers=1",
-      "--shutdown-delay=4s",
-      "--shutdown-timeout=2s",
-    ]);
-    const s = sluice;
-    await s.ready();
-    const holder = async () =>
-      (await world.admin.client.get<Lease>(LEASES, { namespace: world.ns, name: "sluice-leader" }))
-        .spec?.holderIdentity;
-    await waitFor(
-      "Sluice to lead",
-      async () => (await holder()) !== "" && (await holder()) !== undefined,
-      {
-        timeoutMs: 20_000,
-      },
-    );
-    const exited = s.stop("SIGTERM");
-    await waitFor("the Lease to be released", async () => (await holder()) === "", {
-      timeoutMs: 2_000,
-    });
-    // Still draining: the release did not wait for it.
-    assertEquals(await status(s, "/readyz"), 503);
-    assertEquals(await within(10_000, "Sluice to exit", exited), 0);
-  } finally {
-    await sluice?.stop("SIGKILL");
-    await world.close();
-  }
+  await using world = await lifecycleWorld();
+  await using s = await spawnController(world, world.credentials.kubeconfig, [
+    "--shutdown-delay=4s",
+    "--shutdown-timeout=2s",
+  ]);
+  await s.ready();
+  const holder = async () =>
+    (await world.admin.client.get<Lease>(LEASES, { namespace: world.ns, name: "sluice-leader" }))
+      .spec?.holderIdentity;
+  await waitFor(
+    "Sluice to lead",
+    async () => (await holder()) !== "" && (await holder()) !== undefined,
+    {
+      timeoutMs: 20_000,
+    },
+  );
+  const exited = s.stop("SIGTERM");
+  await waitFor("the Lease to be released", async () => (await holder()) === "", {
+    timeoutMs: 2_000,
+  });
+  // Still draining: the release did not wait for it.
+  assertEquals(await status(s, "/readyz"), 503);
+  assertEquals(await within(10_000, "Sluice to exit", exited), 0);
 });

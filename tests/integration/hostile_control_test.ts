@@ -24,9 +24,8 @@ import { controllerToken } from "../support/controller_identity.ts";
 import { clientThrough, startRelay } from "../support/_hostile_control_relay.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
-import { buildCluster, type RunningCluster, startCluster } from "../cluster/harness.ts";
+import { webIngressSpec } from "../support/fixture_objects.ts";
 import { captureLogs } from "../../lib/control/_test_logs.ts";
-import { loadKubeAccess } from "../../lib/k8s/kube_access.ts";
 import { KubeApiError, KubeClient } from "../../lib/k8s/kube_client.ts";
 import type { Ingress } from "../../lib/k8s/objects.ts";
 import {
@@ -34,18 +33,10 @@ import {
   INGRESSES,
   LEASES,
   NAMESPACES,
-  type Resource,
   ROLE_BINDINGS,
   SECRETS,
   SERVICES,
 } from "../../lib/k8s/resources.ts";
-import { abortableSleep } from "../../lib/k8s/_backoff.ts";
-import {
-  Reflector,
-  type ReflectorClient,
-  type ReflectorOptions,
-  type ReflectorTimers,
-} from "../../lib/k8s/reflector.ts";
 import {
   LeaderElector,
   type LeaderElectorOptions,
@@ -54,10 +45,10 @@ import {
   microTime,
 } from "../../lib/publish/leader_election.ts";
 import { StatusWriter } from "../../lib/publish/status_writer.ts";
-import type { Logger } from "../../lib/log/logging.ts";
 import type { Kind } from "../../lib/store/matters.ts";
 import { ObjectStore } from "../../lib/store/object_store.ts";
 import { TLS_SECRET_SELECTOR } from "../../lib/sources/kube_source.ts";
+import { ownCluster, recordingTimers, reflectInto } from "../support/reflector_harness.ts";
 
 const LEASE_MS = 2_000;
 const RENEW_DEADLINE_MS = 1_000;
@@ -126,19 +117,7 @@ function ingress(name: string, host = `${name}.example.com`) {
     apiVersion: "networking.k8s.io/v1",
     kind: "Ingress",
     metadata: { name },
-    spec: {
-      ingressClassName: "sluice",
-      rules: [{
-        host,
-        http: {
-          paths: [{
-            path: "/",
-            pathType: "Prefix",
-            backend: { service: { name: "web", port: { number: 80 } } },
-          }],
-        },
-      }],
-    },
+    spec: webIngressSpec(host),
   };
 }
 
@@ -157,43 +136,8 @@ async function holderOf(client: KubeClient, ns: string): Promise<string | undefi
   }
 }
 
-/** A reflector of `kind` writing into a fresh store. */
-function reflectInto(
-  kind: Kind,
-  client: ReflectorClient,
-  resource: Resource,
-  options: Omit<ReflectorOptions, "onEvent" | "client" | "resource"> & { logger: Logger },
-) {
-  const store = new ObjectStore();
-  const reflector = new Reflector({
-    ...options,
-    client,
-    resource,
-    onEvent: (event) => {
-      if (event.type === "replace") store.replace(kind, event.items, event);
-      else if (event.type === "upsert") store.upsert(kind, event.object);
-      else store.delete(kind, event.object);
-    },
-  });
-  reflector.start();
-  return { reflector, store };
-}
-
 const names = (store: ObjectStore, kind: Kind) =>
   store.list(kind).map((o) => o.metadata?.name ?? "").sort();
-
-/** Timers that record every backoff asked for (watch and LIST deadlines are longer). */
-function recordingTimers(): ReflectorTimers & { backoffs: number[] } {
-  const backoffs: number[] = [];
-  return {
-    backoffs,
-    now: () => Date.now(),
-    sleep: (ms, signal) => {
-      if (ms < 1_000) backoffs.push(ms);
-      return abortableSleep(ms, signal);
-    },
-  };
-}
 
 /**
  * Reflector settings for an apiserver that will be stopped or cut off: short
@@ -205,31 +149,6 @@ const STOPPABLE = {
   watchGraceMs: 1_000,
   backoff: { initialMs: 100, maxMs: 400 },
 };
-
-/** An apiserver of the test's own, to stop, restart or restore (the shared one must keep running). */
-async function ownCluster() {
-  const bin = await buildCluster();
-  let cluster: RunningCluster = await startCluster(bin);
-  const port = Number(new URL(cluster.server).port);
-  const workDir = cluster.workDir;
-  const kubeconfig = cluster.kubeconfig;
-  const access = await loadKubeAccess({ kubeconfig });
-  return {
-    kubeconfig,
-    client: new KubeClient(access),
-    stop: () => cluster.stop(),
-    /** Starts it again on the same port, data (unless `fresh`), certificates and tokens. */
-    async start(options: { fresh?: boolean } = {}) {
-      if (options.fresh) await Deno.remove(`${workDir}/etcd`, { recursive: true });
-      cluster = await startCluster(bin, { workDir, port });
-    },
-    async close() {
-      access.close();
-      await cluster.stop();
-      await Deno.remove(workDir, { recursive: true }).catch(() => {});
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------
 // Leader election
@@ -636,9 +555,9 @@ Deno.test("Reflector keeps its objects, warns with the 403 and backs off while i
   const granted = await controllerToken(admin.client, ns);
   const sa = await clientWithToken(granted.token);
   using logs = captureLogs();
-  const timers = recordingTimers();
+  const timers = recordingTimers(1_000);
   const bindingName = `sluice-${ns}`;
-  const { reflector, store } = reflectInto("Ingress", sa.client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client: sa.client, resource: INGRESSES }, {
     namespace: ns,
     ...STOPPABLE,
     watchTimeoutSeconds: [1, 1],
@@ -697,7 +616,7 @@ Deno.test("Reflector abandons a LIST that gets no answer and lists again", async
   const cut = await clientThrough(relay, { http2: false });
   using logs = captureLogs();
   relay.setMode("drop");
-  const { reflector, store } = reflectInto("Ingress", cut.client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client: cut.client, resource: INGRESSES }, {
     namespace: ns,
     ...STOPPABLE,
     listTimeoutMs: 500,
@@ -741,7 +660,7 @@ Deno.test("Reflector lists again when the apiserver comes back with older data (
       })),
   );
   await client.create(INGRESSES, { namespace: "shop" }, ingress("lost-in-restore"));
-  const { reflector, store } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: "shop",
     ...STOPPABLE,
     logger: logs.logger,
@@ -777,7 +696,7 @@ Deno.test("Reflector catches up with 2,000 Ingresses created while its connectio
   await using relay = startRelay(admin.client.server);
   const cut = await clientThrough(relay);
   using logs = captureLogs();
-  const { reflector, store } = reflectInto("Ingress", cut.client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client: cut.client, resource: INGRESSES }, {
     namespace: ns,
     ...STOPPABLE,
     logger: logs.logger,
@@ -825,7 +744,7 @@ Deno.test("Reflector drops a TLS Secret replaced by an Opaque one of the same na
   const opaque = { ...tls, type: "Opaque" };
   const at = { namespace: ns, name: "cert" };
   await admin.client.create(SECRETS, { namespace: ns }, tls);
-  const { reflector, store } = reflectInto("Secret", admin.client, SECRETS, {
+  const { reflector, store } = reflectInto("Secret", { client: admin.client, resource: SECRETS }, {
     namespace: ns,
     fieldSelector: TLS_SECRET_SELECTOR,
     logger: logs.logger,
@@ -876,8 +795,11 @@ Deno.test("Reflector paces its relists when every watch expires at once, with or
       list: () => ({ items: [], resourceVersion: "10" }),
       watch: (_url, n) => ({ steps: [{ send: withEvent ? added(n) + expired : expired }] }),
     });
-    const timers = recordingTimers();
-    const { reflector } = reflectInto("Ingress", new KubeClient(server.access), INGRESSES, {
+    const timers = recordingTimers(1_000);
+    const { reflector } = reflectInto("Ingress", {
+      client: new KubeClient(server.access),
+      resource: INGRESSES,
+    }, {
       backoff: { initialMs: 50, maxMs: 400 },
       timers,
       logger: logs.logger,
@@ -920,7 +842,10 @@ Deno.test('Reflector lists again when a watch answers "Too large resource versio
           ? { steps: [{ send: JSON.stringify({ type: "ERROR", object: tooLarge }) + "\n" }] }
           : { status: 504, body: tooLarge },
     });
-    const { reflector } = reflectInto("Ingress", new KubeClient(server.access), INGRESSES, {
+    const { reflector } = reflectInto("Ingress", {
+      client: new KubeClient(server.access),
+      resource: INGRESSES,
+    }, {
       backoff: { initialMs: 20, maxMs: 100 },
       logger: logs.logger,
     });

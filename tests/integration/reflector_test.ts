@@ -9,16 +9,9 @@ import { assert, assertBetween, assertEquals } from "../support/assert.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
-import { buildCluster, type RunningCluster, startCluster } from "../cluster/harness.ts";
-import { loadKubeAccess } from "../../lib/k8s/kube_access.ts";
+import type { RunningCluster } from "../cluster/harness.ts";
 import { KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
-import { abortableSleep } from "../../lib/k8s/_backoff.ts";
-import {
-  Reflector,
-  type ReflectorClient,
-  type ReflectorOptions,
-  type ReflectorTimers,
-} from "../../lib/k8s/reflector.ts";
+import type { ReflectorClient } from "../../lib/k8s/reflector.ts";
 import {
   INGRESSES,
   NAMESPACES,
@@ -26,35 +19,11 @@ import {
   SECRETS,
   SERVICES,
 } from "../../lib/k8s/resources.ts";
-import type { Kind } from "../../lib/store/matters.ts";
-import { ObjectStore } from "../../lib/store/object_store.ts";
+import type { ObjectStore } from "../../lib/store/object_store.ts";
 import { TLS_SECRET_SELECTOR } from "../../lib/sources/kube_source.ts";
+import { ownCluster, recordingTimers, reflectInto } from "../support/reflector_harness.ts";
 import { captureLogs } from "../../lib/control/_test_logs.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
-
-type Options = Omit<ReflectorOptions, "onEvent" | "logger" | "client" | "resource">;
-
-/** A reflector of `kind` writing into a fresh store. */
-function reflectInto(
-  kind: Kind,
-  client: ReflectorClient,
-  resource: Resource,
-  options: Options & { logger: ReflectorOptions["logger"] },
-) {
-  const store = new ObjectStore();
-  const reflector = new Reflector({
-    ...options,
-    client,
-    resource,
-    onEvent: (event) => {
-      if (event.type === "replace") store.replace(kind, event.items, event);
-      else if (event.type === "upsert") store.upsert(kind, event.object);
-      else store.delete(kind, event.object);
-    },
-  });
-  reflector.start();
-  return { reflector, store };
-}
 
 function ingress(name: string, host = `${name}.example.com`) {
   return {
@@ -85,19 +54,6 @@ const hostOf = (store: ObjectStore, key: string) =>
   (store.get("Ingress", key) as { spec?: { rules?: { host?: string }[] } } | undefined)?.spec
     ?.rules?.[0]?.host;
 
-/** Timers that record every delay asked for (watch deadlines are minutes long; backoffs are not). */
-function recordingTimers(): ReflectorTimers & { backoffs: number[] } {
-  const backoffs: number[] = [];
-  return {
-    backoffs,
-    now: () => Date.now(),
-    sleep: (ms, signal) => {
-      if (ms < 60_000) backoffs.push(ms);
-      return abortableSleep(ms, signal);
-    },
-  };
-}
-
 // ---------------------------------------------------------------------------
 // The shared test cluster
 // ---------------------------------------------------------------------------
@@ -107,7 +63,7 @@ Deno.test("Reflector lists, then delivers creates, updates and deletes to the st
   using logs = captureLogs();
   const ns = await freshNamespace(client, "refl");
   await client.create(INGRESSES, { namespace: ns }, ingress("before"));
-  const { reflector, store } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: ns,
     logger: logs.logger,
   });
@@ -157,7 +113,7 @@ Deno.test("Reflector pages a LIST with limit and continue", async () => {
     },
     watch: (r, options) => client.watch(r, options),
   };
-  const { reflector, store } = reflectInto("Service", counting, SERVICES, {
+  const { reflector, store } = reflectInto("Service", { client: counting, resource: SERVICES }, {
     namespace: ns,
     pageSize: 2,
     logger: logs.logger,
@@ -191,7 +147,7 @@ Deno.test("Reflector reads only TLS Secrets through the field selector", async (
     metadata: { name: "opaque" },
     data: { password: btoa("hunter2") },
   });
-  const { reflector, store } = reflectInto("Secret", client, SECRETS, {
+  const { reflector, store } = reflectInto("Secret", { client, resource: SECRETS }, {
     namespace: ns,
     fieldSelector: TLS_SECRET_SELECTOR,
     logger: logs.logger,
@@ -225,7 +181,7 @@ Deno.test("Reflector reads only TLS Secrets through the field selector", async (
     assertEquals(store.list("Secret").map((s) => s.metadata?.name).sort(), ["tls", "tls-2"]);
 
     // The selector of a pinned reflector (the default certificate outside the watched namespaces).
-    const pinned = reflectInto("Secret", client, SECRETS, {
+    const pinned = reflectInto("Secret", { client, resource: SECRETS }, {
       namespace: ns,
       fieldSelector: `${TLS_SECRET_SELECTOR},metadata.name=tls-2`,
       logger: logs.logger,
@@ -252,7 +208,7 @@ Deno.test("Reflector gets BOOKMARKs from the real apiserver and resumes from the
     },
   };
   // The apiserver sends a bookmark about 2 s before a watch's timeout.
-  const { reflector } = reflectInto("Ingress", recording, INGRESSES, {
+  const { reflector } = reflectInto("Ingress", { client: recording, resource: INGRESSES }, {
     namespace: ns,
     watchTimeoutSeconds: [4, 4],
     logger: logs.logger,
@@ -293,35 +249,6 @@ const STOPPABLE = {
   backoff: { initialMs: 100, maxMs: 400 },
 };
 
-async function ownCluster(): Promise<{
-  cluster: () => RunningCluster;
-  restart: (between?: () => Promise<void>) => Promise<void>;
-  stop: () => Promise<void>;
-  client: KubeClient;
-  close: () => Promise<void>;
-}> {
-  const bin = await buildCluster();
-  let cluster = await startCluster(bin);
-  const port = Number(new URL(cluster.server).port);
-  const workDir = cluster.workDir;
-  const access = await loadKubeAccess({ kubeconfig: cluster.kubeconfig });
-  return {
-    cluster: () => cluster,
-    stop: () => cluster.stop(),
-    restart: async (between) => {
-      await cluster.stop();
-      await between?.();
-      cluster = await startCluster(bin, { workDir, port });
-    },
-    client: new KubeClient(access),
-    close: async () => {
-      access.close();
-      await cluster.stop();
-      await Deno.remove(workDir, { recursive: true }).catch(() => {});
-    },
-  };
-}
-
 async function compact(cluster: RunningCluster): Promise<number> {
   const response = await fetch(`${cluster.control}/compact`, { method: "POST" });
   const body = await response.json() as { revision: number };
@@ -331,11 +258,11 @@ async function compact(cluster: RunningCluster): Promise<number> {
 Deno.test("Reflector keeps its objects while the apiserver is down, backs off, and catches up after a restart", async () => {
   const own = await ownCluster();
   using logs = captureLogs();
-  const timers = recordingTimers();
+  const timers = recordingTimers(60_000);
   const { client } = own;
   await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
   await client.create(INGRESSES, { namespace: "shop" }, ingress("web"));
-  const { reflector, store } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: "shop",
     ...STOPPABLE,
     timers,
@@ -380,7 +307,7 @@ Deno.test("Reflector lists again after a 410 Expired on a compacted resourceVers
   await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
   await client.create(NAMESPACES, {}, { metadata: { name: "other" } });
   await client.create(INGRESSES, { namespace: "shop" }, ingress("web"));
-  const { reflector, store } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: "shop",
     ...STOPPABLE,
     logger: logs.logger,
@@ -442,7 +369,7 @@ Deno.test("Reflector starts a LIST over when its continue token has expired", as
     },
     watch: (r, options) => client.watch(r, options),
   };
-  const { reflector, store } = reflectInto("Service", breaking, SERVICES, {
+  const { reflector, store } = reflectInto("Service", { client: breaking, resource: SERVICES }, {
     namespace: "shop",
     pageSize: 1,
     ...STOPPABLE,
@@ -498,7 +425,7 @@ Deno.test("Reflector joins events split across chunks and resumes from the last 
         : undefined,
   });
   const client = new KubeClient(server.access);
-  const { reflector, store } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     backoff: { initialMs: 20, maxMs: 100 },
     logger: logs.logger,
   });
@@ -536,7 +463,7 @@ Deno.test("Reflector logs and counts malformed lines and objects, and keeps watc
         : undefined,
   });
   const client = new KubeClient(server.access);
-  const { reflector, store } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     logger: logs.logger,
   });
   try {
@@ -561,7 +488,9 @@ Deno.test("Reflector keeps the text of malformed Secret lines out of its logs", 
     watch: (_url, n) => n === 0 ? { steps: [{ send: `${secretLine}\n` }] } : undefined,
   });
   const client = new KubeClient(server.access);
-  const { reflector } = reflectInto("Secret", client, SECRETS, { logger: logs.logger });
+  const { reflector } = reflectInto("Secret", { client, resource: SECRETS }, {
+    logger: logs.logger,
+  });
   try {
     await waitFor("the malformed line", () => reflector.status.malformed === 1);
     const text = JSON.stringify(logs.records);
@@ -593,7 +522,7 @@ Deno.test("Reflector resumes from a BOOKMARK's resourceVersion after the server 
         : undefined,
   });
   const client = new KubeClient(server.access);
-  const { reflector } = reflectInto("Ingress", client, INGRESSES, {
+  const { reflector } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     minWatchMs: 0,
     logger: logs.logger,
   });

@@ -3,8 +3,8 @@
  * a `--manifests` directory in front of one loopback echo backend (a plain
  * host `shop.test` and a TLS host `web.example.com`), raw HTTP/1.1
  * connections to it over TCP or TLS (for keep-alive and framing at
- * shutdown), its log lines, and a copy of a kubeconfig pointed at another
- * server (a relay in front of the apiserver).
+ * shutdown), its log lines, temporary directories, and a copy of a
+ * kubeconfig pointed at another server (a relay in front of the apiserver).
  *
  * Test support only; talks to Sluice over its ports and reads its logs.
  *
@@ -13,7 +13,7 @@
 import { parse, stringify } from "yaml";
 import { type EchoBackend, startEchoBackend } from "./echo_backend.ts";
 import { writeManifestDir } from "./manifest_dir.ts";
-import { concatBytes, headerValue, parseResponses, type RawResponse } from "./raw_http.ts";
+import { headerValue, RawConnection } from "./raw_http.ts";
 import { type SluiceProcess, spawnSluice } from "./sluice_process.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 
@@ -23,102 +23,6 @@ const TLS_CERTIFICATE = await generateSelfSignedCertificate({
   hostnames: [TLS_HOST],
   commonName: TLS_HOST,
 });
-
-/** One HTTP/1.1 connection, plain or TLS, read and written as bytes. */
-export class Wire {
-  #conn: Deno.Conn;
-  #buf: Uint8Array = new Uint8Array(0);
-  #eof = false;
-
-  constructor(conn: Deno.Conn) {
-    this.#conn = conn;
-  }
-
-  /** Writes `text`, one byte per character. */
-  async send(text: string): Promise<void> {
-    const bytes = Uint8Array.from(text, (c) => c.charCodeAt(0) & 0xff);
-    let offset = 0;
-    while (offset < bytes.length) offset += await this.#conn.write(bytes.subarray(offset));
-  }
-
-  /** Reads until one whole response (Content-Length or chunked) arrived; rejects at EOF or timeout. */
-  async readResponse(options: { timeoutMs?: number } = {}): Promise<RawResponse> {
-    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
-    for (;;) {
-      const [response] = parseResponses(this.#buf);
-      if (response !== undefined && this.#complete()) {
-        this.#buf = new Uint8Array(0);
-        return response;
-      }
-      if (this.#eof) throw new Error("Connection closed before a complete response");
-      await this.#readMore(deadline);
-    }
-  }
-
-  /** Everything until the peer closes (rejects after `timeoutMs`). */
-  async readToEnd(timeoutMs = 10_000): Promise<Uint8Array> {
-    const deadline = Date.now() + timeoutMs;
-    while (!this.#eof) await this.#readMore(deadline);
-    return this.#buf;
-  }
-
-  /** True once the peer closed (or reset) the connection within `timeoutMs`. */
-  async closedByPeer(timeoutMs = 5_000): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    try {
-      while (!this.#eof) await this.#readMore(deadline);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
-  close(): void {
-    try {
-      this.#conn.close();
-    } catch {
-      // Closed already.
-    }
-  }
-
-  /** A response without framing is complete only at EOF. */
-  #complete(): boolean {
-    const text = new TextDecoder().decode(this.#buf.subarray(0, 16 * 1024));
-    const head = text.slice(0, text.indexOf("\r\n\r\n")).split("\r\n").slice(1).map((
-      line,
-    ) =>
-      [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trim()] as [
-        string,
-        string,
-      ]
-    );
-    return headerValue(head, "content-length") !== undefined ||
-      headerValue(head, "transfer-encoding") !== undefined || this.#eof;
-  }
-
-  async #readMore(deadline: number): Promise<void> {
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) throw new Error("Timed out waiting for bytes");
-    const chunk = new Uint8Array(64 * 1024);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), remaining);
-    });
-    const read = this.#conn.read(chunk).catch(() => null);
-    const result = await Promise.race([read, timeout]);
-    clearTimeout(timer);
-    if (result === "timeout") {
-      this.close();
-      await read;
-      throw new Error("Timed out waiting for bytes");
-    }
-    if (result === null) {
-      this.#eof = true;
-      return;
-    }
-    this.#buf = concatBytes([this.#buf, chunk.subarray(0, result)]);
-  }
-}
 
 /** What one request through Sluice answered. */
 export interface Answer {
@@ -136,7 +40,7 @@ export interface ManifestSite extends AsyncDisposable {
   /** GET `path` of `shop.test` (or the site's host, or `options.host`) over plain HTTP on a new connection. */
   get(path: string, options?: { host?: string }): Promise<Answer>;
   /** A new raw connection to the HTTP port, or a TLS one (SNI `web.example.com`) to the HTTPS port. */
-  open(scheme: "http" | "https"): Promise<Wire>;
+  open(scheme: "http" | "https"): Promise<RawConnection>;
 }
 
 /**
@@ -181,7 +85,7 @@ export async function spawnOnManifests(
     },
     async open(scheme) {
       if (scheme === "http") {
-        return new Wire(await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpPort }));
+        return await RawConnection.open(sluice.httpPort);
       }
       const tcp = await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort });
       const tls = await Deno.startTls(tcp, {
@@ -189,7 +93,7 @@ export async function spawnOnManifests(
         caCerts: [TLS_CERTIFICATE.certPem],
       });
       await tls.handshake();
-      return new Wire(tls);
+      return RawConnection.wrap(tls);
     },
     async [Symbol.asyncDispose]() {
       await sluice.stop("SIGKILL");
@@ -217,19 +121,25 @@ export function messages(sluice: SluiceProcess): string[] {
   return lifecycleRecords(sluice).map((r) => String(r.message ?? ""));
 }
 
-/** A copy of `kubeconfig` whose clusters all point at `server`; `remove()` deletes it. */
+/** A new temporary directory whose name starts with `prefix`; disposing it removes it. */
+export async function tempDir(prefix: string): Promise<{ path: string } & AsyncDisposable> {
+  const path = await Deno.makeTempDir({ prefix });
+  return { path, [Symbol.asyncDispose]: () => Deno.remove(path, { recursive: true }) };
+}
+
+/** A copy of `kubeconfig` whose clusters all point at `server`; disposing it deletes it. */
 export async function relayedKubeconfig(
   kubeconfig: string,
   server: string,
-): Promise<{ path: string; remove(): Promise<void> }> {
+): Promise<{ path: string } & AsyncDisposable> {
   const config = parse(await Deno.readTextFile(kubeconfig)) as {
     clusters?: { cluster?: { server?: string } }[];
   };
   for (const entry of config.clusters ?? []) {
     if (entry.cluster !== undefined) entry.cluster.server = server;
   }
-  const dir = await Deno.makeTempDir({ prefix: "sluice-lifecycle-kubeconfig-" });
-  const path = `${dir}/kubeconfig`;
+  const dir = await tempDir("sluice-lifecycle-kubeconfig-");
+  const path = `${dir.path}/kubeconfig`;
   await Deno.writeTextFile(path, stringify(config), { mode: 0o600 });
-  return { path, remove: () => Deno.remove(dir, { recursive: true }) };
+  return { path, [Symbol.asyncDispose]: () => dir[Symbol.asyncDispose]() };
 }

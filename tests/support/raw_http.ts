@@ -53,6 +53,11 @@ export class RawConnection {
     return new RawConnection(await Deno.connect({ hostname, port }));
   }
 
+  /** Over a connection already open (a TLS one, say); closing this closes `conn`. */
+  static wrap(conn: Deno.Conn): RawConnection {
+    return new RawConnection(conn);
+  }
+
   /** Sends text (one byte per char) or bytes. */
   async send(data: string | Uint8Array): Promise<void> {
     const bytes = typeof data === "string" ? latin1Bytes(data) : data;

@@ -49,8 +49,8 @@ export async function collectLines(
   if (pending !== "") lines.push(pending);
 }
 
-/** A running Sluice process. */
-export interface SluiceProcess {
+/** A running Sluice process; disposing it kills it (SIGKILL) and waits for the exit. */
+export interface SluiceProcess extends AsyncDisposable {
   readonly httpPort: number;
   readonly httpsPort: number;
   readonly healthPort: number;
@@ -105,7 +105,7 @@ export async function spawnSluice(
     await streams;
     return s.code;
   });
-  return {
+  const sluice: SluiceProcess = {
     httpPort,
     httpsPort,
     healthPort,
@@ -142,5 +142,9 @@ export async function spawnSluice(
       }
       return await exited;
     },
+    async [Symbol.asyncDispose]() {
+      await sluice.stop("SIGKILL");
+    },
   };
+  return sluice;
 }
