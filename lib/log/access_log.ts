@@ -76,8 +76,35 @@ export function jsonString(value: string): string {
   );
 }
 
-/** One access-log line (with its newline) for `record` at `timeMs`. */
+/**
+ * One access-log line (with its newline) for `record` at `timeMs`, at most
+ * 4 KiB: a longer one could not be written atomically, so a client's
+ * over-long `host` or `path` (up to the header and target limits, 32 and
+ * 8 KiB) is cut, ending in `...`, until the line fits.
+ */
 export function encodeAccessLine(record: AccessRecord, timeMs: number): string {
+  const line = encodeLine(record, timeMs);
+  if (line.length <= MAX_WRITE) return line;
+  // Every other field is short and bounded; escaped, a character takes at most 6 bytes, so two
+  // fields of 256 characters always fit.
+  for (let keep = 1024;; keep >>= 1) {
+    const cut = encodeLine({
+      ...record,
+      host: shorten(record.host, keep),
+      path: shorten(record.path, keep),
+    }, timeMs);
+    if (cut.length <= MAX_WRITE || keep <= 16) return cut;
+  }
+}
+
+function shorten(value: string, keep: number): string {
+  if (value.length <= keep) return value;
+  // Never half of a surrogate pair.
+  const end = /[\ud800-\udbff]/.test(value[keep - 1]!) ? keep - 1 : keep;
+  return `${value.slice(0, end)}...`;
+}
+
+function encodeLine(record: AccessRecord, timeMs: number): string {
   let line = `{"@timestamp":"${new Date(timeMs).toISOString()}"` +
     `,"level":"INFO","message":"request","logger":"sluice.access","component":"access"` +
     `,"client":${jsonString(record.client)}` +

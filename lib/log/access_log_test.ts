@@ -69,3 +69,22 @@ Deno.test("redactLine() cuts PEM blocks, bearer and basic credentials and JWTs",
   }
   assertEquals(JSON.parse(out).a, "[REDACTED PEM]");
 });
+
+// Was a bug: a client's 8 KiB path or 30 KiB Host made a line longer than 4 KiB, written in one
+// write that a pipe does not keep atomic, so lines of several workers could interleave.
+Deno.test("encodeAccessLine() cuts an over-long host and path so every line fits one atomic 4 KiB write", () => {
+  const huge = { ...RECORD, host: "h\u00e9".repeat(15_000), path: `/${"\u{1F600}".repeat(4_000)}` };
+  const line = encodeAccessLine(huge, 0);
+  assert(line.length <= 4096, `a line of ${line.length} bytes`);
+  const parsed = JSON.parse(line);
+  assert(parsed.path.startsWith("/\u{1F600}") && parsed.path.endsWith("..."));
+  assert(parsed.host.startsWith("h\u00e9h") && parsed.host.endsWith("..."));
+  assert(!/[\ud800-\udbff]\.\.\.$/.test(parsed.path), "no half surrogate pair");
+  assertEquals([parsed.status, parsed.request_id], [200, "abc"]);
+  const plain = { ...RECORD, path: `/${"a".repeat(3_000)}` };
+  assertEquals(
+    JSON.parse(encodeAccessLine(plain, 0)).path,
+    plain.path,
+    "a line that fits is whole",
+  );
+});

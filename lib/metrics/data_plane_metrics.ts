@@ -77,7 +77,8 @@ export class DataPlaneMetrics {
     });
     this.#duration = new Histogram({
       name: "sluice_request_duration_seconds",
-      help: "Time from request to response headers, by Ingress and rule host",
+      help:
+        "Time from request to the end of its response (body sent or cut; a WebSocket: its whole session), by Ingress and rule host",
       labelNames: ["ingress", "host"],
       buckets: [...DURATION_BUCKETS],
       registers,

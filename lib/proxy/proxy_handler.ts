@@ -537,7 +537,8 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
           wsOptions,
         );
         track(relay);
-        log(101, done);
+        // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
+        void relay.ended.then(() => log(101, done));
         return response;
       } catch (error) {
         upstream.tunnel.conn.close();

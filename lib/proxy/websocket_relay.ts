@@ -131,7 +131,7 @@ export function webSocketHandshakeProblem(
  * @returns the 101 response to return from the handler, and the relay.
  * @throws {TypeError} when the backend's 101 is not a valid answer to the
  *   client's handshake (no `Upgrade: websocket`, a wrong `Sec-WebSocket-Accept`,
- *   an extension nobody offered) or Deno refuses the upgrade (a subprotocol the
+ *   an extension nobody offered, two subprotocols) or Deno refuses the upgrade (a subprotocol the
  *   client did not offer); the caller answers 502.
  */
 export function relayWebSocket(
@@ -145,8 +145,11 @@ export function relayWebSocket(
   const extra: [string, string][] = [];
   for (const [name, value] of upstream.headers) {
     const lower = name.toLowerCase();
-    if (lower === "sec-websocket-protocol") protocol ??= value.trim();
-    else if (lower === "sec-websocket-accept") accept = accept === undefined ? value.trim() : "";
+    if (lower === "sec-websocket-protocol") {
+      // RFC 6455 section 4.2.2: one subprotocol at most; a second field is not a choice.
+      if (protocol !== undefined) throw new TypeError("Cannot accept 101: two subprotocols chosen");
+      protocol = value.trim();
+    } else if (lower === "sec-websocket-accept") accept = accept === undefined ? value.trim() : "";
     else if (lower === "upgrade") {
       upgradeToWebSocket ||= hasToken(value, "websocket");
     } else if (lower === "sec-websocket-extensions" && value.trim() !== "") {
