@@ -17,9 +17,28 @@ import {
   startScriptedBackend,
 } from "../../tests/support/scripted_backend.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { decodeClosePayload, FrameDecoder, OP_CLOSE, type WsFrame } from "./ws_frame.ts";
+import {
+  decodeClosePayload,
+  encodeFrame,
+  FrameDecoder,
+  OP_CLOSE,
+  type WsFrame,
+} from "./ws_frame.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/** The sample `Sec-WebSocket-Key` of RFC 6455 section 1.3. */
+export const SAMPLE_KEY = "dGhlIHNhbXBsZSBub25jZQ==";
+
+/** A frame as a server sends it (unmasked), or with `mask` as a client does. */
+export function wsFrame(
+  opcode: number,
+  payload: Uint8Array | string,
+  options: { readonly fin?: boolean; readonly mask?: boolean } = {},
+): Uint8Array {
+  const bytes = typeof payload === "string" ? new TextEncoder().encode(payload) : payload;
+  return encodeFrame(opcode, bytes, { mask: options.mask ?? false, fin: options.fin ?? true });
+}
 
 /** The `Sec-WebSocket-Accept` value RFC 6455 section 4.2.2 derives from `key`. */
 export async function acceptFor(key: string): Promise<string> {

@@ -11,10 +11,16 @@
 import { assert, assertBetween, assertEquals } from "../../tests/support/assert.ts";
 import { concatBytes, latin1, latin1Bytes } from "../../tests/support/raw_http.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { closeCodeOf, connectClient, withWsWorld } from "./_hostile_websocket.ts";
+import {
+  closeCodeOf,
+  connectClient,
+  SAMPLE_KEY,
+  withWsWorld,
+  wsFrame,
+  type WsWorld,
+} from "./_hostile_websocket.ts";
 import {
   encodeClosePayload,
-  encodeFrame,
   FrameDecoder,
   OP_BINARY,
   OP_CLOSE,
@@ -25,16 +31,15 @@ import {
   type WsFrame,
 } from "./ws_frame.ts";
 
-const KEY = "dGhlIHNhbXBsZSBub25jZQ==";
+const KEY = SAMPLE_KEY;
 const MIB = 1024 * 1024;
-const text = (s: string) => new TextEncoder().encode(s);
 const decode = (b: Uint8Array | undefined) => new TextDecoder().decode(b);
 /** A frame as a server sends it (unmasked). */
 const sframe = (opcode: number, payload: Uint8Array | string, fin = true) =>
-  encodeFrame(opcode, typeof payload === "string" ? text(payload) : payload, { mask: false, fin });
+  wsFrame(opcode, payload, { fin });
 /** A frame as a client sends it (masked). */
 const cframe = (opcode: number, payload: Uint8Array | string, fin = true) =>
-  encodeFrame(opcode, typeof payload === "string" ? text(payload) : payload, { mask: true, fin });
+  wsFrame(opcode, payload, { fin, mask: true });
 
 /** A raw client speaking frames itself over TCP, after a hand-written upgrade. */
 class RawWsClient {
@@ -220,6 +225,27 @@ Deno.test("a 101 naming two subprotocols gets 502 even when both were offered", 
 
 // --- Oversized backend messages. ---
 
+/**
+ * A backend writing 100 MiB past the cap: the client gets 1011 and no message, the backend a
+ * 1009 close and then a closed socket, before it could write it all.
+ */
+async function assertBackendCutOff(
+  { url, backend, relaysEnded }: WsWorld,
+  progress: () => { written: number; writeFailed: boolean },
+): Promise<void> {
+  const client = connectClient(url);
+  const event = await within(20_000, "the client's close", client.closed);
+  assertEquals([event.code, client.messages.length], [1011, 0]);
+  const record = await backend.closedByProxy(0, 20_000);
+  assertEquals(record.frames.map(closeCodeOf).filter((c) => c !== undefined), [1009]);
+  await relaysEnded();
+  await waitFor("the backend's writes to stop", () => {
+    const { written, writeFailed } = progress();
+    return writeFailed || written === 100 * MIB;
+  }, { timeoutMs: 20_000 });
+  assert(progress().writeFailed, "the backend wrote all 100 MiB");
+}
+
 Deno.test("a backend streaming a 100 MiB frame over the cap is cut off after a 1009 close, without the proxy taking it all", async () => {
   let written = 0;
   let writeFailed = false;
@@ -234,17 +260,8 @@ Deno.test("a backend streaming a 100 MiB frame over the cap is cut off after a 1
     } catch {
       writeFailed = true;
     }
-  }, async ({ url, backend, relaysEnded }) => {
-    const client = connectClient(url);
-    const event = await within(10_000, "the client's close", client.closed);
-    assertEquals([event.code, client.messages.length], [1011, 0]);
-    const record = await backend.closedByProxy(0, 20_000);
-    assertEquals(record.frames.map(closeCodeOf).filter((c) => c !== undefined), [1009]);
-    await relaysEnded();
-    await waitFor("the backend's writes to stop", () => writeFailed || written === 100 * MIB, {
-      timeoutMs: 20_000,
-    });
-    assert(writeFailed, "the backend wrote all 100 MiB");
+  }, async (world) => {
+    await assertBackendCutOff(world, () => ({ written, writeFailed }));
     assertBetween(written, 0, 32 * MIB, "bytes the backend wrote before being cut off");
   }, { maxWebSocketMessageBytes: 16 * MIB });
 });
@@ -263,17 +280,8 @@ Deno.test("a backend sending a message in 1 MiB fragments past the cap is cut of
     } catch {
       writeFailed = true;
     }
-  }, async ({ url, backend, relaysEnded }) => {
-    const client = connectClient(url);
-    const event = await within(20_000, "the client's close", client.closed);
-    assertEquals([event.code, client.messages.length], [1011, 0]);
-    const record = await backend.closedByProxy(0, 20_000);
-    assertEquals(record.frames.map(closeCodeOf).filter((c) => c !== undefined), [1009]);
-    await relaysEnded();
-    await waitFor("the backend's writes to stop", () => writeFailed || written === 100 * MIB, {
-      timeoutMs: 20_000,
-    });
-    assert(writeFailed, "the backend wrote all 100 MiB");
+  }, async (world) => {
+    await assertBackendCutOff(world, () => ({ written, writeFailed }));
   }, { maxWebSocketMessageBytes: 8 * MIB });
 });
 

@@ -14,8 +14,10 @@ import { waitFor, within } from "../../tests/support/wait.ts";
 import {
   closeCodeOf,
   connectClient,
+  SAMPLE_KEY,
   withWsWorld,
   type WsBackendConn,
+  wsFrame,
 } from "./_hostile_websocket.ts";
 import {
   encodeClosePayload,
@@ -29,11 +31,11 @@ import {
   type WsFrame,
 } from "./ws_frame.ts";
 
-const KEY = "dGhlIHNhbXBsZSBub25jZQ==";
+const KEY = SAMPLE_KEY;
 const text = (s: string) => new TextEncoder().encode(s);
 /** A frame as a server sends it (unmasked). */
 const frame = (opcode: number, payload: Uint8Array | string, fin = true) =>
-  encodeFrame(opcode, typeof payload === "string" ? text(payload) : payload, { mask: false, fin });
+  wsFrame(opcode, payload, { fin });
 const join = (...parts: Uint8Array[]) => concatBytes(parts);
 /** The case name a client put in its target (`/ws?case=NAME`). */
 const caseOf = (conn: WsBackendConn) =>
