@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { assert, assertBetween, assertEquals } from "../../tests/support/assert.ts";
+import { assert, assertBetween, assertEquals, assertMatch } from "../../tests/support/assert.ts";
 import { startProxy } from "../../tests/support/proxy_harness.ts";
 import { RawConnection, rawRequest } from "../../tests/support/raw_http.ts";
 import { waitFor } from "../../tests/support/wait.ts";
@@ -109,6 +109,8 @@ Deno.test("Sluice's own 414, 400 (ambiguous path) and 308 are logged and counted
     for (const [i, status] of [414, 400].entries()) {
       const line = books.lines[i]!;
       assertEquals([line.status, line.upstream, line.attempts], [status, "", 0]);
+      // Was a bug: answers given before routing were logged with an empty request_id.
+      assertMatch(line.request_id, /^[0-9a-f]{32}$/);
       assert(!line.path.includes("?"), `path ${line.path} carries no query`);
       assert(!line.path.includes("xxxxxxxx") && !line.path.includes("s3cret"));
     }
@@ -128,6 +130,7 @@ Deno.test("Sluice's own 414, 400 (ambiguous path) and 308 are logged and counted
       0,
     ]);
     assertEquals(line.ingress, "shop/web");
+    assertMatch(line.request_id, /^[0-9a-f]{32}$/);
     assertEquals(await books.sample("sluice_requests_total", { status: "3xx", host: HOST }), 1);
     assertEquals(backend.heads.length, 0);
   }, { tls: true });

@@ -288,7 +288,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     ) => {
       if (onAccess === undefined) return;
       onAccess({
-        requestId: fields.requestId ?? "",
+        // An answer given before the forwarding fields were built gets an id of its own, so
+        // every line can be matched (nginx gives every request one).
+        requestId: fields.requestId ?? newRequestId(),
         method,
         host: fields.host ?? hostHeader ?? parsed.authority ?? "",
         ruleHost: fields.ruleHost ?? "",
