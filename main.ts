@@ -10,7 +10,7 @@ import { availableCpus } from "./lib/config/cpu_limit.ts";
 import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { type Sluice, startSluice } from "./lib/app/sluice.ts";
-import { settlesWithin } from "./lib/server/listener.ts";
+import { settlesWithin } from "./lib/timers/timers.ts";
 
 const parsed = parseConfig(Deno.args, {
   env: Deno.env.toObject(),

@@ -21,7 +21,7 @@ import {
 } from "../metrics/exposition.ts";
 import { Controller } from "../control/controller.ts";
 import { type HealthServerOptions, serveHealth } from "../server/health_server.ts";
-import { settlesWithin } from "../server/listener.ts";
+import { settlesWithin } from "../timers/timers.ts";
 import { KubeSource } from "../sources/kube_source.ts";
 import { ManifestSource } from "../sources/manifest_source.ts";
 import type { ObjectSource } from "../sources/source.ts";

@@ -131,8 +131,9 @@ export function loadKubeConfig(kc: KubeConfig, options: LoadKubeConfigOptions = 
  */
 function userTokenFile(origin: string, name: string): string | undefined {
   if (origin === "in-cluster") return undefined;
-  const home = Deno.env.get("HOME") ?? "";
-  const paths = origin === "~/.kube/config" ? [`${home}/.kube/config`] : origin.split(":");
+  const paths = origin === "~/.kube/config"
+    ? [`${homeDir() ?? ""}/.kube/config`]
+    : origin.split(":");
   for (const path of paths) {
     let users: unknown;
     try {
@@ -154,6 +155,11 @@ function userTokenFile(origin: string, name: string): string | undefined {
   return undefined;
 }
 
+/** The home directory `~/.kube/config` is read from, as client-node finds it. */
+function homeDir(): string | undefined {
+  return Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
+}
+
 /** In-cluster service-account token (client-go's rest.InClusterConfig reads it too). */
 const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
@@ -161,7 +167,7 @@ const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 function hasDefaultCredentials(): boolean {
   const fromEnv = Deno.env.get("KUBECONFIG");
   if (fromEnv !== undefined && fromEnv !== "") return true;
-  const home = Deno.env.get("HOME") ?? Deno.env.get("USERPROFILE");
+  const home = homeDir();
   const exists = (path: string) => {
     try {
       Deno.statSync(path);

@@ -24,12 +24,8 @@ import {
   type RelayOptions,
   type RelayPeer,
 } from "./_connection_relay.ts";
-import {
-  internalServerError,
-  type RequestHandler,
-  settlesWithin,
-  type ShutdownResult,
-} from "./listener.ts";
+import { internalServerError, type RequestHandler, type ShutdownResult } from "./listener.ts";
+import { settlesWithin } from "../timers/timers.ts";
 
 /** Options of {@linkcode RelayServer}. */
 export interface RelayServerOptions {

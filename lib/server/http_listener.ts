@@ -25,10 +25,10 @@ import {
   internalServerError,
   type Listener,
   type RequestHandler,
-  settlesWithin,
   type ShutdownOptions,
   type ShutdownResult,
 } from "./listener.ts";
+import { settlesWithin } from "../timers/timers.ts";
 
 /** Options of {@linkcode listenHttp}. */
 export interface HttpListenerOptions {

@@ -75,19 +75,3 @@ export function internalServerError(): Response {
     headers: { "content-type": "text/plain; charset=utf-8" },
   });
 }
-
-/**
- * Whether `work` settles (either way) within `timeoutMs`; the timer is
- * cleared as soon as it does.
- */
-export async function settlesWithin(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-  });
-  try {
-    return await Promise.race([work.then(() => true, () => true), deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

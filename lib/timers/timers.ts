@@ -1,7 +1,8 @@
 /**
  * Timers as an injectable effect: components that wait take a
  * {@linkcode Timers} so tests can hand in fake ones, and default to the
- * system's. Knows nothing of what is being waited for.
+ * system's; and bounded waits ({@linkcode deadline}, {@linkcode settlesWithin}).
+ * Knows nothing of what is being waited for.
  *
  * @module
  */
@@ -50,4 +51,20 @@ export function deadline(
       parent?.removeEventListener("abort", onParent);
     },
   };
+}
+
+/**
+ * Whether `work` settles (either way) within `timeoutMs`; the timer is
+ * cleared as soon as it does.
+ */
+export async function settlesWithin(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([work.then(() => true, () => true), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
