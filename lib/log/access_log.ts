@@ -10,8 +10,10 @@
  * on a pipe (a container's log stream) each write is atomic and lines of
  * several workers and of the main thread never interleave. A batch is
  * written when it reaches that size or after `flushMs`, whichever is first.
- * When the output cannot keep up, lines beyond `maxBufferedBytes` are
- * dropped and counted, rather than growing memory.
+ * When the output cannot keep up, a line that would take the bytes held
+ * (buffered, or handed to the output and not yet written) past
+ * `maxBufferedBytes` is dropped and counted (`onDrop`), rather than growing
+ * memory.
  *
  * Knows nothing of requests beyond the fields it is given.
  *
@@ -51,8 +53,12 @@ export interface AccessLogWriterOptions {
   readonly output?: AccessLogOutput;
   /** Longest time a line waits in the buffer, ms. Default 50. */
   readonly flushMs?: number;
-  /** Lines buffered beyond this many bytes are dropped. Default 4 MiB. */
+  /**
+   * Most bytes held, buffered or being written; a line beyond is dropped. Default 4 MiB.
+   */
   readonly maxBufferedBytes?: number;
+  /** Runs once per dropped line (the metrics' counter). */
+  readonly onDrop?: () => void;
   /** Wall clock, ms since the epoch. Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -129,8 +135,11 @@ export class AccessLogWriter {
   #flushMs: number;
   #maxBuffered: number;
   #now: () => number;
+  #onDrop: (() => void) | undefined;
   #lines: string[] = [];
   #buffered = 0;
+  /** Bytes handed to the output and not yet written (lines are ASCII: characters are bytes). */
+  #inFlight = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #writing: Promise<void> = Promise.resolve();
   #encoder = new TextEncoder();
@@ -142,6 +151,7 @@ export class AccessLogWriter {
     this.#flushMs = options.flushMs ?? 50;
     this.#maxBuffered = options.maxBufferedBytes ?? 4 * 1024 * 1024;
     this.#now = options.now ?? Date.now;
+    this.#onDrop = options.onDrop;
   }
 
   /** Lines dropped so far because the output could not keep up. */
@@ -153,8 +163,9 @@ export class AccessLogWriter {
   write(record: AccessRecord): void {
     if (this.#closed) return;
     const line = encodeAccessLine(record, this.#now());
-    if (this.#buffered + line.length > this.#maxBuffered) {
+    if (this.#buffered + this.#inFlight + line.length > this.#maxBuffered) {
       this.#dropped++;
+      this.#onDrop?.();
       return;
     }
     this.#lines.push(line);
@@ -191,12 +202,20 @@ export class AccessLogWriter {
   #flush(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    const bytes = this.#buffered;
     const chunks = this.#take();
     if (chunks.length === 0) return;
+    // Was a bug: bytes handed to a stalled output were no longer counted, so nothing was ever
+    // dropped and the queue of pending writes grew without bound.
+    this.#inFlight += bytes;
     this.#writing = this.#writing.then(async () => {
-      for (const chunk of chunks) {
-        let offset = 0;
-        while (offset < chunk.length) offset += await this.#output.write(chunk.subarray(offset));
+      try {
+        for (const chunk of chunks) {
+          let offset = 0;
+          while (offset < chunk.length) offset += await this.#output.write(chunk.subarray(offset));
+        }
+      } finally {
+        this.#inFlight -= bytes;
       }
     }).catch(() => {
       // The output is gone (closed pipe): access lines cannot be written anywhere.

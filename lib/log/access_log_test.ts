@@ -1,4 +1,6 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { DataPlaneMetrics } from "../metrics/data_plane_metrics.ts";
+import { renderMetrics, snapshotMetrics } from "../metrics/exposition.ts";
 import { AccessLogWriter, encodeAccessLine, jsonString } from "./access_log.ts";
 import { redactLine } from "./logging.ts";
 
@@ -87,4 +89,63 @@ Deno.test("encodeAccessLine() cuts an over-long host and path so every line fits
     plain.path,
     "a line that fits is whole",
   );
+});
+
+// Was a bug: bytes handed to the output stopped counting against `maxBufferedBytes`, so with a
+// stalled standard error nothing was ever dropped and pending writes grew without bound.
+Deno.test("AccessLogWriter drops lines past maxBufferedBytes while the output stalls, and sluice_access_log_dropped_lines_total counts exactly those", async () => {
+  const metrics = new DataPlaneMetrics();
+  const written: string[] = [];
+  let open: () => void = () => {};
+  const opened = new Promise<void>((resolve) => open = resolve);
+  const output = {
+    // Stalled until the test opens it, as a standard error nobody reads.
+    write: async (b: Uint8Array) => {
+      await opened;
+      written.push(new TextDecoder().decode(b));
+      return b.length;
+    },
+    writeSync: (b: Uint8Array) => {
+      written.push(new TextDecoder().decode(b));
+      return b.length;
+    },
+  };
+  const lineBytes = encodeAccessLine(RECORD, 0).length;
+  const maxBufferedBytes = 16 * 1024;
+  const writer = new AccessLogWriter({
+    output,
+    flushMs: 60_000,
+    maxBufferedBytes,
+    now: () => 0,
+    onDrop: () => metrics.accessLogDropped(),
+  });
+  try {
+    for (let i = 0; i < 200; i++) writer.write(RECORD);
+    const kept = Math.floor(maxBufferedBytes / lineBytes);
+    assertEquals(writer.dropped, 200 - kept);
+    const dropped = (text: string) =>
+      text.match(/^sluice_access_log_dropped_lines_total (\d+)$/m)?.[1];
+    // Two workers' registries, summed as /metrics sums them.
+    const idle = new DataPlaneMetrics();
+    const text = await renderMetrics([
+      await snapshotMetrics(metrics.registry),
+      await snapshotMetrics(idle.registry),
+    ]);
+    assertEquals(dropped(text), String(200 - kept));
+    // Once the output catches up, lines are taken again, and every line was written or counted.
+    open();
+    await writer.settled();
+    writer.write(RECORD);
+    assertEquals(writer.dropped, 200 - kept);
+    await writer.settled();
+    writer.close();
+    assertEquals(written.join("").split("\n").length - 1, kept + 1);
+    assertEquals(
+      dropped(await renderMetrics([await snapshotMetrics(metrics.registry)])),
+      String(200 - kept),
+    );
+  } finally {
+    open();
+    writer.close();
+  }
 });

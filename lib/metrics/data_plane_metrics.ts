@@ -1,8 +1,9 @@
 /**
  * The data plane's Prometheus metrics, one set per serving worker: requests
  * by Ingress, rule host, status class and method; request durations;
- * upstream connect errors and retries; requests in flight by listener; and
- * WebSockets being relayed.
+ * upstream connect errors and retries; requests in flight by listener;
+ * WebSockets being relayed; and access-log lines dropped because standard
+ * error could not keep up.
  *
  * Label values come from the routing table (the Ingress `namespace/name`
  * and the rule's host as written), never from what a client sent, so a
@@ -65,6 +66,7 @@ export class DataPlaneMetrics {
   readonly #retries: Counter<"backend">;
   readonly #activeRequests: Gauge<"listener">;
   readonly #websockets: Gauge;
+  readonly #accessLogDropped: Counter;
 
   constructor(registry: Registry = new Registry()) {
     this.registry = registry;
@@ -108,6 +110,11 @@ export class DataPlaneMetrics {
       help: "WebSocket connections being relayed",
       registers,
     });
+    this.#accessLogDropped = new Counter({
+      name: "sluice_access_log_dropped_lines_total",
+      help: "Access-log lines dropped because standard error could not keep up",
+      registers,
+    });
   }
 
   /** Counts a finished request. */
@@ -133,6 +140,11 @@ export class DataPlaneMetrics {
   /** `+1` when a relay starts, `-1` when it ends. */
   websocket(delta: 1 | -1): void {
     this.#websockets.inc(delta);
+  }
+
+  /** Counts one access-log line dropped (the writer's `onDrop`). */
+  accessLogDropped(): void {
+    this.#accessLogDropped.inc();
   }
 }
 

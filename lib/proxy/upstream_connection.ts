@@ -56,8 +56,17 @@ export class UpstreamConnection {
    * timeout=N` of the last response), or undefined; set before it is parked.
    */
   keepAliveMs: number | undefined;
-  /** Reuse only before this `performance.now()` time: the backend closes it then. */
+  /**
+   * Reuse only before this `performance.now()` time: the backend closes it
+   * then, or {@linkcode expiresAt} comes first. Set when it is parked.
+   */
   reuseUntil = Infinity;
+  /**
+   * Not reused after this `performance.now()` time, whatever the backend
+   * says: set by the pool for an endpoint named by DNS, so that its name is
+   * resolved again. Infinity for endpoints given by address.
+   */
+  expiresAt = Infinity;
   #conn: Deno.Conn;
   #clock: CoarseClock;
   #buf = new Uint8Array(READ_BUFFER_BYTES);
@@ -159,9 +168,10 @@ export class UpstreamConnection {
     this.idleSince = this.#clock.now;
     // A second before the backend's own keep-alive timeout: a request sent as it closes the
     // connection fails, and a POST cannot be replayed (Node backends say timeout=5).
-    this.reuseUntil = this.keepAliveMs === undefined
-      ? Infinity
-      : performance.now() + Math.max(0, this.keepAliveMs - KEEP_ALIVE_MARGIN_MS);
+    this.reuseUntil = this.keepAliveMs === undefined ? this.expiresAt : Math.min(
+      this.expiresAt,
+      performance.now() + Math.max(0, this.keepAliveMs - KEEP_ALIVE_MARGIN_MS),
+    );
     this.#onDead = onDead;
     const probe = this.#conn.read(this.#buf);
     this.#probe = probe;

@@ -13,7 +13,11 @@
  * checked with one tick of slack (late by at most two ticks, never early).
  *
  * A connection that an endpoint's DNS name (an ExternalName Service) led to
- * this host's loopback is closed before any byte and refused.
+ * this host's loopback is closed before any byte and refused. A connection
+ * to an endpoint named by DNS is reused for at most `dnsMaxAgeMs` after it
+ * was opened (as a resolver's `valid=30s`), so that traffic follows the name
+ * when its addresses change (a cloud load balancer rotating its IPs);
+ * endpoints given by address are unaffected.
  *
  * Knows nothing of HTTP; never consults HTTP_PROXY or any environment.
  *
@@ -44,6 +48,11 @@ export interface UpstreamPoolOptions {
   maxIdlePerEndpoint?: number;
   /** Pooled connections idle for longer are closed, in ms. Default 60,000. */
   idleTimeoutMs?: number;
+  /**
+   * A connection to an endpoint named by DNS (not an IP address) is not reused once it is
+   * older than this, in ms, so the next request resolves the name again. Default 30,000.
+   */
+  dnsMaxAgeMs?: number;
   /** Default `Deno.connect` over TCP. */
   connect?: Connector;
 }
@@ -112,6 +121,7 @@ export class UpstreamPool {
   readonly ioTimeoutMs: number;
   readonly maxIdlePerEndpoint: number;
   readonly idleTimeoutMs: number;
+  readonly dnsMaxAgeMs: number;
   #connector: Connector;
   #idle = new Map<string, UpstreamConnection[]>();
   #active = new Set<UpstreamConnection>();
@@ -127,6 +137,7 @@ export class UpstreamPool {
     this.ioTimeoutMs = options.ioTimeoutMs ?? 60_000;
     this.maxIdlePerEndpoint = options.maxIdlePerEndpoint ?? 64;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
+    this.dnsMaxAgeMs = options.dnsMaxAgeMs ?? 30_000;
     this.#connector = options.connect ?? defaultConnect;
     this.#tick = Math.min(
       1_000,
@@ -158,6 +169,9 @@ export class UpstreamPool {
     }
     const socket = await this.#open(endpoint, key, options.signal);
     const conn = new UpstreamConnection(socket, key, this.#clock);
+    if (parseIp(endpoint.address) === undefined) {
+      conn.expiresAt = performance.now() + this.dnsMaxAgeMs;
+    }
     if (this.#closed) {
       conn.close();
       throw new UpstreamError("connect-failed", "Cannot connect: pool is closed");
@@ -192,7 +206,11 @@ export class UpstreamPool {
   /** Returns a connection after an exchange; it is pooled only when `reusable` and there is room. */
   release(conn: UpstreamConnection, reusable: boolean): void {
     this.#active.delete(conn);
-    if (!reusable || conn.closed || this.#closed) {
+    if (
+      !reusable || conn.closed || this.#closed ||
+      // Only endpoints named by DNS pay for reading the clock here.
+      (conn.expiresAt !== Infinity && performance.now() > conn.expiresAt)
+    ) {
       conn.close();
       return;
     }

@@ -111,7 +111,9 @@ if ("WorkerGlobalScope" in globalThis) {
     compile: compileSluiceSnapshot,
     createHandler: ({ snapshot, handlerOptions, logger }) => {
       const { accessLog = true, ...proxyOptions } = (handlerOptions ?? {}) as SluiceHandlerOptions;
-      const writer = accessLog ? new AccessLogWriter() : undefined;
+      const writer = accessLog
+        ? new AccessLogWriter({ onDrop: () => metrics.accessLogDropped() })
+        : undefined;
       const options: ProxyHandlerOptions = {
         ...proxyOptions,
         snapshot,
