@@ -7,8 +7,12 @@
  *
  * Label values come from the routing table (the Ingress `namespace/name`
  * and the rule's host as written), never from what a client sent, so a
- * hostile client cannot grow the number of series. Knows nothing of how
- * requests are served.
+ * hostile client cannot grow the number of series. Nor can a long uptime:
+ * when a snapshot is installed, {@linkcode DataPlaneMetrics.retain} drops the
+ * series of Ingresses, rule hosts and backends it no longer routes to (as
+ * ingress-nginx drops a deleted Ingress's metrics), so preview environments
+ * created and deleted per pull request do not grow `/metrics` for good. Knows
+ * nothing of how requests are served.
  *
  * @module
  */
@@ -57,6 +61,24 @@ export interface RequestObservation {
   readonly durationSeconds: number;
 }
 
+/** The label values a routing snapshot can produce: what {@linkcode DataPlaneMetrics.retain} keeps. */
+export interface LiveLabels {
+  /** `ingress` and `host` of every route (series with an empty `ingress`, Sluice's own answers, are always kept). */
+  readonly routes: Iterable<{ readonly ingress: string; readonly host: string }>;
+  /** Every backend key. */
+  readonly backends: Iterable<string>;
+}
+
+interface LiveSets {
+  readonly routes: ReadonlySet<string>;
+  readonly backends: ReadonlySet<string>;
+}
+
+/** One `ingress`/`host` pair as a set member (neither holds a newline). */
+function routeKey(ingress: string, host: string): string {
+  return `${ingress}\n${host}`;
+}
+
 /** The data plane's metrics and the registry that exposes them. */
 export class DataPlaneMetrics {
   readonly registry: Registry;
@@ -67,6 +89,8 @@ export class DataPlaneMetrics {
   readonly #activeRequests: Gauge<"listener">;
   readonly #websockets: Gauge;
   readonly #accessLogDropped: Counter;
+  /** What the newest {@linkcode DataPlaneMetrics.retain} call keeps. */
+  #live: LiveSets | undefined;
 
   constructor(registry: Registry = new Registry()) {
     this.registry = registry;
@@ -140,6 +164,56 @@ export class DataPlaneMetrics {
   /** `+1` when a relay starts, `-1` when it ends. */
   websocket(delta: 1 | -1): void {
     this.#websockets.inc(delta);
+  }
+
+  /**
+   * Drops the series of Ingresses, rule hosts and backends not in `live` (the
+   * snapshot just installed): requests and their durations by `ingress` and
+   * `host`, connect errors and retries by `backend`. Series still routed keep
+   * their counts. Costs one pass over the series per call, nothing per
+   * request. A request that was in flight on the previous snapshot can bring
+   * a dropped series back when it ends; the next call drops it again.
+   *
+   * @returns how many series were dropped.
+   */
+  async retain(live: LiveLabels): Promise<number> {
+    const routes = new Set<string>();
+    for (const r of live.routes) routes.add(routeKey(r.ingress, r.host));
+    this.#live = { routes, backends: new Set(live.backends) };
+    const [requests, connectErrors, retries] = await Promise.all([
+      this.#requests.get(),
+      this.#connectErrors.get(),
+      this.#retries.get(),
+    ]);
+    // Calls may overlap: the newest snapshot's labels decide.
+    const keep = this.#live;
+    let dropped = 0;
+    const gone = new Map<string, { ingress: string; host: string }>();
+    for (const { labels } of requests.values) {
+      const ingress = String(labels.ingress ?? "");
+      const host = String(labels.host ?? "");
+      if (ingress === "" || keep.routes.has(routeKey(ingress, host))) continue;
+      this.#requests.remove(labels);
+      dropped++;
+      gone.set(routeKey(ingress, host), { ingress, host });
+    }
+    // `request()` writes a duration series with every request series: the pairs found above.
+    for (const labels of gone.values()) {
+      this.#duration.remove(labels);
+      dropped++;
+    }
+    const byBackend = [
+      { counter: this.#connectErrors, samples: connectErrors.values },
+      { counter: this.#retries, samples: retries.values },
+    ];
+    for (const { counter, samples } of byBackend) {
+      for (const { labels } of samples) {
+        if (keep.backends.has(String(labels.backend ?? ""))) continue;
+        counter.remove(labels);
+        dropped++;
+      }
+    }
+    return dropped;
   }
 
   /** Counts one access-log line dropped (the writer's `onDrop`). */

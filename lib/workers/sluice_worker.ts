@@ -11,7 +11,8 @@
  * @module
  */
 import { AccessLogWriter, type AccessRecord } from "../log/access_log.ts";
-import { DataPlaneMetrics } from "../metrics/data_plane_metrics.ts";
+import { DataPlaneMetrics, type LiveLabels } from "../metrics/data_plane_metrics.ts";
+import { componentLogger } from "../log/logging.ts";
 import { snapshotMetrics } from "../metrics/exposition.ts";
 import { buildSnapshot } from "../routing/snapshot_builder.ts";
 import type { ServingCertificate, Snapshot } from "../routing/snapshot.ts";
@@ -52,6 +53,54 @@ export const STARTING_TRANSLATION: Translation = Object.freeze({
 /** Compiles a posted {@linkcode SluiceSnapshotData} into a snapshot. */
 export function compileSluiceSnapshot(data: SluiceSnapshotData, version: number): Snapshot {
   return buildSnapshot(data.translation, { version, defaultCertificate: data.defaultCertificate });
+}
+
+/** The metric labels a translation's routes can produce: the series a worker keeps once it serves them. */
+export function liveLabels(translation: Translation): LiveLabels {
+  return {
+    routes: translation.routes,
+    backends: translation.backends.map((b) => b.key),
+  };
+}
+
+/** What {@linkcode seriesPruner} returns. */
+export interface SeriesPruner {
+  /** A snapshot was installed: drops the series it no longer routes to, now or owed to later. */
+  installed(live: LiveLabels): Promise<void>;
+  /** Pays what is owed, before `/metrics` reads the registry. */
+  beforeScrape(): Promise<void>;
+}
+
+/**
+ * Drops the series of routes and backends that snapshots no longer have
+ * ({@linkcode DataPlaneMetrics.retain}, one pass over the series) at most
+ * once per `intervalMs` as snapshots are installed (endpoint churn can bring
+ * several a second), and before every scrape when one is owed; so what
+ * `/metrics` shows is exact, and memory stays bounded without scrapes.
+ */
+export function seriesPruner(
+  metrics: DataPlaneMetrics,
+  options: { readonly intervalMs?: number; readonly now?: () => number } = {},
+): SeriesPruner {
+  const intervalMs = options.intervalMs ?? 10_000;
+  const now = options.now ?? (() => performance.now());
+  let owed: LiveLabels | undefined;
+  let last = -Infinity;
+  const prune = async (live: LiveLabels) => {
+    owed = undefined;
+    last = now();
+    await metrics.retain(live);
+  };
+  return {
+    installed(live) {
+      if (now() - last >= intervalMs) return prune(live);
+      owed = live;
+      return Promise.resolve();
+    },
+    beforeScrape() {
+      return owed === undefined ? Promise.resolve() : prune(owed);
+    },
+  };
 }
 
 /**
@@ -107,8 +156,18 @@ export function observeRequest(metrics: DataPlaneMetrics, entry: AccessLogEntry)
 
 if ("WorkerGlobalScope" in globalThis) {
   const metrics = new DataPlaneMetrics();
+  const pruner = seriesPruner(metrics);
   runWorker<SluiceSnapshotData>(self as unknown as WorkerScope, {
-    compile: compileSluiceSnapshot,
+    compile: (data, version) => {
+      const snapshot = compileSluiceSnapshot(data, version);
+      // Ingresses and backends come and go (a preview Ingress per pull request): drop their series.
+      pruner.installed(liveLabels(data.translation)).catch((error) =>
+        componentLogger("metrics").warn("Cannot drop the series of removed routes: {error}", {
+          error: String(error),
+        })
+      );
+      return snapshot;
+    },
     createHandler: ({ snapshot, handlerOptions, logger }) => {
       const { accessLog = true, ...proxyOptions } = (handlerOptions ?? {}) as SluiceHandlerOptions;
       const writer = accessLog
@@ -137,6 +196,9 @@ if ("WorkerGlobalScope" in globalThis) {
       );
     },
     onRequest: (listener, delta) => metrics.activeRequest(listener, delta),
-    collect: () => snapshotMetrics(metrics.registry),
+    collect: async () => {
+      await pruner.beforeScrape();
+      return await snapshotMetrics(metrics.registry);
+    },
   });
 }
