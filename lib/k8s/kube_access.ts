@@ -59,7 +59,18 @@ export interface LoadKubeAccessOptions extends TokenFileOptions {
   readonly context?: string | undefined;
   /** The worker entry module. Default `kube_config_worker.ts`; tests hand in broken ones. */
   readonly workerModule?: URL;
+  /**
+   * How long each answer of a credential plugin (an exec command that waits
+   * for a login prompt, a network call that hangs) may take before it fails
+   * with an error naming the wait. Default 30,000 ms. Without it one hung
+   * plugin froze every API call for good.
+   */
+  readonly pluginTimeoutMs?: number;
 }
+
+const PLUGIN_TIMEOUT_MS = 30_000;
+/** Loading starts an isolate that imports client-node (seconds on a loaded machine), then reads. */
+const LOAD_TIMEOUT_MS = 60_000;
 
 /**
  * Loads credentials the way kubectl and client-go do, in the same order.
@@ -73,7 +84,7 @@ export async function loadKubeAccess(options: LoadKubeAccessOptions = {}): Promi
     type: "load",
     kubeconfig: options.kubeconfig,
     context: options.context,
-  });
+  }, options.pluginTimeoutMs ?? PLUGIN_TIMEOUT_MS);
   if (config.credentials.kind !== "plugin") worker.terminate();
   try {
     return await accessFromResolved(config, { ...options, plugin: worker });
@@ -195,11 +206,13 @@ function tokenFileReader(path: string, options: TokenFileOptions): () => Promise
  * Starts the kubeconfig worker and waits for its answer to `request`. On any
  * failure (its answer, an uncaught error in it, a message it cannot send)
  * the worker is terminated and the promise rejects; so do pending and later
- * `headers()` calls.
+ * `headers()` calls. Loading fails after a minute, each `headers()` answer
+ * after `timeoutMs` (that call alone: the next one asks again).
  */
 async function loadInWorker(
   module: URL,
   request: ToConfigWorker & { type: "load" },
+  timeoutMs: number,
 ): Promise<{ config: ResolvedKubeConfig; worker: Plugin }> {
   const worker = new Worker(module, { type: "module", name: "kube-config" });
   const loaded = Promise.withResolvers<ResolvedKubeConfig>();
@@ -220,6 +233,7 @@ async function loadInWorker(
     pending.delete(id);
     how(waiting);
   };
+  const seconds = `${timeoutMs / 1000} s`;
   worker.onmessage = (event: MessageEvent<FromConfigWorker>) => {
     const message = event.data;
     switch (message.type) {
@@ -249,7 +263,15 @@ async function loadInWorker(
     end(new Error("Cannot load the kubeconfig: a message from its worker could not be read"));
   };
   worker.postMessage(request);
-  const config = await loaded.promise;
+  const loadTimer = setTimeout(() => {
+    end(new Error(`Cannot load the kubeconfig: no answer within ${LOAD_TIMEOUT_MS / 1000} s`));
+  }, LOAD_TIMEOUT_MS);
+  let config: ResolvedKubeConfig;
+  try {
+    config = await loaded.promise;
+  } finally {
+    clearTimeout(loadTimer);
+  }
   return {
     config,
     worker: {
@@ -259,7 +281,17 @@ async function loadInWorker(
         const waiting = Promise.withResolvers<Headers>();
         pending.set(id, waiting);
         worker.postMessage({ type: "headers", id } satisfies ToConfigWorker);
-        return waiting.promise;
+        // A hung plugin fails this call, named, and leaves the next one free to ask again
+        // (a plugin that waits on the network may answer later).
+        const timer = setTimeout(() => {
+          settle(id, (late) =>
+            late.reject(
+              new Error(
+                `Cannot get credentials: the credential plugin did not answer within ${seconds}`,
+              ),
+            ));
+        }, timeoutMs);
+        return waiting.promise.finally(() => clearTimeout(timer));
       },
       terminate() {
         end(new Error("Cannot get credentials: the Kubernetes access is closed"));

@@ -334,6 +334,48 @@ Deno.test("loadKubeAccess() keeps the worker for an exec plugin, asks it for hea
   });
 });
 
+// Was a bug: a credential plugin that never answered (an exec command waiting for a login
+// prompt) left every headers() call, and so every API call, waiting for good, without a word.
+Deno.test("loadKubeAccess() fails a credential plugin's answer that does not come within the timeout, naming the wait", async () => {
+  await inTempDir(async (dir) => {
+    const path = `${dir}/config`;
+    const hang = `${dir}/hang`;
+    // Expired, so that client-node runs the plugin each time; it hangs once `hang` exists.
+    const credential =
+      `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"2000-01-01T00:00:00Z"}}`;
+    await Deno.writeTextFile(
+      path,
+      kubeconfig({
+        exec: {
+          apiVersion: "client.authentication.k8s.io/v1",
+          command: "sh",
+          args: [
+            "-c",
+            `if [ -e '${hang}' ]; then sleep 3; fi; printf '%s' '${credential}'`,
+          ],
+        },
+      }),
+    );
+    const access = await loadKubeAccess({ kubeconfig: path, pluginTimeoutMs: 500 });
+    try {
+      assertEquals((await access.headers()).get("authorization"), "Bearer t");
+      await Deno.writeTextFile(hang, "");
+      const started = performance.now();
+      await assertRejects(
+        () => access.headers(),
+        Error,
+        "Cannot get credentials: the credential plugin did not answer within 0.5 s",
+      );
+      assert(
+        performance.now() - started < 2_500,
+        "failed at the timeout, not when the plugin ended",
+      );
+    } finally {
+      access.close();
+    }
+  });
+});
+
 Deno.test("accessFromKubeConfig() resolves an already loaded KubeConfig in this isolate", async () => {
   const kc = new KubeConfig();
   kc.loadFromString(kubeconfig({ token: "in-process" }, { namespace: "shop" }));
