@@ -20,12 +20,11 @@ function backends(count: number): Backend[] {
   }));
 }
 
-// BUG: EndpointBalancer clears every round-robin cursor once 4,096 backend keys are tracked, so a
-// worker serving more backends than that restarts each backend at its first endpoint: nearly all
-// traffic goes to the first (sorted) pod of every Service. Fix in lib/proxy/endpoint_balancer.ts.
+// Was a bug: EndpointBalancer cleared every round-robin cursor once 4,096 backend keys were
+// tracked, so a worker serving more backends restarted each at its first endpoint: nearly all
+// traffic went to the first (sorted) pod of every Service.
 Deno.test({
   name: "choose() alternates the two endpoints of each of 5,000 backends served in turn",
-  ignore: true,
   fn() {
     const balancer = new EndpointBalancer();
     const all = backends(5_000);

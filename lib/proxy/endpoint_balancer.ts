@@ -6,7 +6,9 @@
  *
  * State (a cursor per backend key, a down-until time per endpoint) lives for
  * the worker's lifetime and survives snapshot swaps; it is bounded by the
- * number of backends and endpoints seen recently. The clock is passed in.
+ * number of backends and endpoints seen recently (cursors in two
+ * generations: a full one becomes the older, so backends in use keep their
+ * place and deleted ones age out). The clock is passed in.
  *
  * @module
  */
@@ -22,12 +24,15 @@ export interface EndpointBalancerOptions {
 }
 
 const MAX_TRACKED = 4096;
+/** Cursors per generation (two are kept). */
+const MAX_CURSORS = 65_536;
 
 /** Round-robin with passive health; one per worker. */
 export class EndpointBalancer {
   readonly downForMs: number;
   #now: () => number;
   #cursor = new Map<string, number>();
+  #olderCursor = new Map<string, number>();
   #downUntil = new Map<string, number>();
 
   constructor(options: EndpointBalancerOptions = {}) {
@@ -45,10 +50,9 @@ export class EndpointBalancer {
     const endpoints = backend.endpoints;
     const n = endpoints.length;
     if (n === 0) return undefined;
-    if (this.#cursor.size >= MAX_TRACKED && !this.#cursor.has(backend.key)) this.#cursor.clear();
     // The cursor moves past the endpoint chosen, not one place: an endpoint skipped (down or
     // tried) then hands its turn to the next in line once, not to its successor every round.
-    const start = (this.#cursor.get(backend.key) ?? 0) % n;
+    const start = (this.#cursor.get(backend.key) ?? this.#olderCursor.get(backend.key) ?? 0) % n;
     let fallback = -1;
     const now = this.#downUntil.size === 0 ? 0 : this.#now();
     for (let i = 0; i < n; i++) {
@@ -89,6 +93,12 @@ export class EndpointBalancer {
   }
 
   #take(backend: Backend, index: number): Endpoint {
+    // Was a bug: all cursors were cleared past 4,096 backends, so each backend's next request
+    // went to its first endpoint (sorted: the same pod of every Service got the traffic).
+    if (this.#cursor.size >= MAX_CURSORS && !this.#cursor.has(backend.key)) {
+      this.#olderCursor = this.#cursor;
+      this.#cursor = new Map();
+    }
     this.#cursor.set(backend.key, index + 1);
     return backend.endpoints[index] as Endpoint;
   }

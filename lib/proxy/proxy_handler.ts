@@ -487,12 +487,13 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
           ? error
           : new UpstreamError("reset", "Cannot proxy", { cause: error });
         // Another endpoint gets the request when this one could not be reached, or (an
-        // idempotent, replayable request) reset it before any answer, as nginx's
-        // `proxy_next_upstream error` does.
+        // idempotent, replayable request) reset it or stayed silent past the read timeout
+        // before any answer, as nginx's default `proxy_next_upstream error timeout` does.
         const unreachable = failure.kind === "connect-failed" || failure.kind === "connect-timeout";
         if (unreachable) connectFailures++;
         const retry = unreachable ||
-          (failure.kind === "reset" && failure.beforeResponse && isReplayable(request));
+          ((failure.kind === "reset" || failure.kind === "timeout") && failure.beforeResponse &&
+            isReplayable(request));
         if (!retry) break;
         balancer.markDown(endpoint);
         (tried ??= new Set()).add(endpointKey(endpoint));

@@ -465,6 +465,7 @@ export class UpstreamConnection {
     if (this.#timedOut) {
       return new UpstreamError("timeout", `Cannot ${op}: backend idle past the timeout`, {
         cause: error,
+        beforeResponse: this.#bytesReadThisExchange === 0,
       });
     }
     return new UpstreamError("reset", `Cannot ${op}: connection failed`, {

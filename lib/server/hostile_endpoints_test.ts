@@ -326,6 +326,7 @@ const EXPECTED_FAMILIES: Record<string, string> = {
   sluice_request_duration_seconds: "histogram",
   sluice_upstream_connect_errors_total: "counter",
   sluice_upstream_retries_total: "counter",
+  sluice_access_log_dropped_lines_total: "counter",
   sluice_active_requests: "gauge",
   sluice_active_websockets: "gauge",
   sluice_snapshot_builds_total: "counter",

@@ -174,6 +174,8 @@ spec:
     );
     assertEquals(sample(text, "sluice_active_requests", { listener: "http" }), 0);
     assertEquals(sample(text, "sluice_active_websockets"), 0);
+    // Exposed, summed over the workers; nothing dropped with stderr read by the test.
+    assertEquals(sample(text, "sluice_access_log_dropped_lines_total"), 0);
 
     assert((sample(text, "sluice_snapshot_builds_total", { result: "published" }) ?? 0) >= 1);
     assert((sample(text, "sluice_snapshot_build_duration_seconds_count") ?? 0) >= 1);
