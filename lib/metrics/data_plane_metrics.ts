@@ -118,7 +118,7 @@ export class DataPlaneMetrics {
     this.#retries = new Counter({
       name: "sluice_upstream_retries_total",
       help:
-        "Requests retried on another endpoint after a connection failure or a reset before any answer, by backend",
+        "Requests retried on another endpoint after a connection failure, or a reset or read timeout before any answer, by backend",
       labelNames: ["backend"],
       registers,
     });

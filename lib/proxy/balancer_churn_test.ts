@@ -34,3 +34,26 @@ Deno.test({
     assertEquals(same, 0, `${same} backends sent their second request to the same endpoint`);
   },
 });
+
+Deno.test({
+  name:
+    "choose() keeps alternating the endpoints of backends in use while 140,000 one-off backends come and go",
+  fn() {
+    const balancer = new EndpointBalancer();
+    const live = backends(50);
+    const last = live.map((b) => balancer.choose(b)!.address);
+    let repeated = 0;
+    // More one-off backends (deleted preview environments) than two generations of cursors hold.
+    const oneOff = { ...live[0]!, key: "" };
+    for (let i = 0; i < 140_000; i++) {
+      balancer.choose({ ...oneOff, key: `preview-${i}/web:80` });
+      if (i % 500 !== 0) continue;
+      live.forEach((b, j) => {
+        const address = balancer.choose(b)!.address;
+        if (address === last[j]) repeated++;
+        last[j] = address;
+      });
+    }
+    assertEquals(repeated, 0, `${repeated} requests went to the endpoint the previous one had`);
+  },
+});

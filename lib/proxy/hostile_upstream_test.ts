@@ -373,6 +373,27 @@ Deno.test("a POST that times out is answered 504 and never sent to a second endp
   }, { readTimeoutMs: 200 });
 });
 
+// A read timeout after part of the answer came is no silent backend: the request may have been
+// served, so it is not sent again (only a timeout before any byte of the answer is retried).
+Deno.test("a GET whose backend stalls within its answer's head is answered 504 and never sent to a second endpoint", async () => {
+  const heads: string[] = [];
+  await using stalling = startBackend(async (conn) => {
+    const head = await conn.readHead();
+    if (head !== null) heads.push(requestLine(head));
+    await conn.write("HTTP/1.1 200 OK\r\n");
+    await conn.readHead();
+  });
+  await using good = countingBackend("good");
+  await withProxy([stalling.endpoint, good.endpoint], async (proxy) => {
+    const response = await get(proxy, "/slow");
+    assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"]);
+    assertEquals(heads, ["GET /slow"]);
+    assertEquals(good.seen, []);
+    assertEquals(proxy.accessLog[0]?.attempts, 1);
+    await waitFor("the timed-out connection to close", () => stalling.open === 0);
+  }, { readTimeoutMs: 200 });
+});
+
 // --- Timeouts under steady progress --------------------------------------------------------------
 
 // Was a bug: the response-head read started when the request head was written, and the body's

@@ -466,7 +466,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       ...(hostHeader === undefined ? { confirmBodyEndMs: H2_BODY_END_GRACE_MS } : {}),
     };
 
-    // Endpoints: round-robin; on connect failure (nothing sent yet) try the next one.
+    // Endpoints: round-robin; on a failure that allows it (below) try the next one.
     let upstream: UpstreamResponse | undefined;
     let failure: UpstreamError | undefined;
     let endpoint: Endpoint | undefined;

@@ -36,10 +36,11 @@ export class UpstreamError extends Error {
    */
   readonly staleConnection: boolean;
   /**
-   * True for a `reset` before any byte of a response arrived, on a fresh or a
-   * reused connection: a request that `isReplayable()` (upstream_client.ts) says may be
-   * sent again can go to another endpoint (RFC 9110 section 9.2.2), as
-   * nginx's `proxy_next_upstream error` does.
+   * True for a `reset` or a `timeout` before any byte of a response arrived,
+   * on a fresh or a reused connection: a request that `isReplayable()`
+   * (upstream_client.ts) says may be sent again can go to another endpoint
+   * (RFC 9110 section 9.2.2), as nginx's `proxy_next_upstream error timeout`
+   * does.
    */
   readonly beforeResponse: boolean;
 

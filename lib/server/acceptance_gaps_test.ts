@@ -49,6 +49,17 @@ async function withWorld(
   }
 }
 
+/** A raw HTTP/1.1 connection to `a.test` over TLS (ALPN http/1.1). */
+async function http1OverTls(world: H2World): Promise<RawConnection> {
+  const tcp = await Deno.connect({ hostname: "127.0.0.1", port: world.httpsPort });
+  const tls = await Deno.startTls(tcp, {
+    hostname: "a.test",
+    caCerts: [world.caCert],
+    alpnProtocols: ["http/1.1"],
+  });
+  return RawConnection.wrap(tls);
+}
+
 /** The backend's fields without Sluice's forwarding fields, and those names (lowercase, sorted). */
 function split(fields: Fields): { rest: Fields; forwarding: string[] } {
   return {
@@ -146,13 +157,7 @@ Deno.test("over HTTP/1.1 on TLS the backend sees exactly the client's fields, in
   const backend = await startEchoBackend({ name: "t/web" });
   try {
     await withWorld([route("a.test", backend.port)], async (world) => {
-      const tcp = await Deno.connect({ hostname: "127.0.0.1", port: world.httpsPort });
-      const tls = await Deno.startTls(tcp, {
-        hostname: "a.test",
-        caCerts: [world.caCert],
-        alpnProtocols: ["http/1.1"],
-      });
-      const conn = RawConnection.wrap(tls);
+      const conn = await http1OverTls(world);
       try {
         await conn.send(
           "GET /x HTTP/1.1\r\nHost: a.test\r\nZeta: 1\r\nUser-Agent: raw\r\nx-dup: a\r\nX-Dup: b\r\n\r\n",
@@ -296,13 +301,7 @@ Deno.test("over h2 and HTTP/1.1 on TLS, a plain body sent to a client accepting 
           await h2.close();
         }
         // HTTP/1.1 over TLS with a raw client.
-        const tcp = await Deno.connect({ hostname: "127.0.0.1", port: world.httpsPort });
-        const tls = await Deno.startTls(tcp, {
-          hostname: "a.test",
-          caCerts: [world.caCert],
-          alpnProtocols: ["http/1.1"],
-        });
-        const conn = RawConnection.wrap(tls);
+        const conn = await http1OverTls(world);
         try {
           await conn.send(
             `GET ${path} HTTP/1.1\r\nHost: a.test\r\nAccept-Encoding: gzip, deflate, br\r\n\r\n`,

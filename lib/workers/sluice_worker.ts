@@ -149,7 +149,8 @@ export function observeRequest(metrics: DataPlaneMetrics, entry: AccessLogEntry)
   });
   const backend = entry.backend;
   if (backend === undefined) return;
-  // Every attempt but the last failed (to connect, or reset before any answer) and was retried.
+  // Every attempt but the last failed (to connect, or reset or timed out before any answer) and
+  // was retried.
   for (let i = 1; i < entry.attempts; i++) metrics.retry(backend);
   for (let i = 0; i < (entry.connectFailures ?? 0); i++) metrics.connectError(backend);
 }

@@ -6,9 +6,10 @@
  * keep forever: the listener rotates its generation every `maxServerNames`
  * names, so RSS should stay flat. Compares with the same connection churn on
  * one name (no cache growth at all), and with rotation effectively off.
- * RSS is read after a forced GC. Note: V8 grows its young generation under
- * allocation pressure (up to ~48 MiB committed); run with
- * `DENO_V8_FLAGS=--max-semi-space-size=2` to see the listener's own growth.
+ * RSS is read after a forced GC. The server runs with Sluice's own V8 flags
+ * (those of `deno task start`: a young generation bounded at 4 MiB per
+ * semi-space); with V8's defaults the young generation alone grows by up to
+ * ~48 MiB under this allocation pressure, which is not the listener's.
  *
  * Usage: `deno run -A --unstable-net tests/bench/sni_flood_bench.ts [names] [maxServerNames] [run]`
  * (defaults 100000 and 1000; `run` selects the runs whose label contains it). Loopback only; bounded by the number of names.
@@ -18,6 +19,7 @@
  * @module
  */
 import { listenHttps } from "../../lib/server/https_listener.ts";
+import { startFlags } from "../support/sluice_process.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { stubCertificateTable } from "../../lib/workers/stub_snapshot.ts";
 
@@ -126,13 +128,15 @@ async function main(names: number, maxServerNames: number, only?: string): Promi
     "| run | connections | RSS before | RSS after each fifth (MiB) | growth | V8 heap used / external after | rotations | time | conn/s |",
   );
   console.log("|---|---|---|---|---|---|---|---|---|");
+  const v8Flags = (await startFlags()).find((flag) => flag.startsWith("--v8-flags="));
+  const serverV8Flags = v8Flags === undefined ? "--v8-flags=--expose-gc" : `${v8Flags},--expose-gc`;
   for (const run of runs) {
     const srv = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
         "-A",
         "--unstable-net",
-        "--v8-flags=--expose-gc",
+        serverV8Flags,
         SELF,
         "server",
         String(run.max),

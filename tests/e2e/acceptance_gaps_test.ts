@@ -121,13 +121,20 @@ Deno.test("a 1 GiB download and a 1 GiB upload stream through Sluice with its RS
   const upload = async (size: number) => {
     const conn = await RawConnection.open(sluice.httpPort);
     try {
-      await conn.send(
-        `PUT /u HTTP/1.1\r\nHost: big.test\r\nContent-Length: ${size}\r\n\r\n`,
+      // Bounded like the download: a Sluice that stops reading would hold `send` for good.
+      const response = await within(
+        300_000,
+        `a ${size}-byte upload`,
+        (async () => {
+          await conn.send(
+            `PUT /u HTTP/1.1\r\nHost: big.test\r\nContent-Length: ${size}\r\n\r\n`,
+          );
+          for (let i = 0; i * BLOCK < size; i++) {
+            await conn.send(blocks[i % 3]!.subarray(0, size - i * BLOCK));
+          }
+          return await conn.readResponse({ timeoutMs: 300_000 });
+        })(),
       );
-      for (let i = 0; i * BLOCK < size; i++) {
-        await conn.send(blocks[i % 3]!.subarray(0, size - i * BLOCK));
-      }
-      const response = await conn.readResponse({ timeoutMs: 300_000 });
       assertEquals(response.status, 200);
       assertEquals(new TextDecoder().decode(response.body), `${size} ${expected(size)}`);
     } finally {
