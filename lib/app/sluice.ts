@@ -253,6 +253,7 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
       controllerName: config.controllerName,
       ingressClass: config.ingressClass,
       watchIngressWithoutClass: config.watchIngressWithoutClass,
+      ignoreAccessAnnotations: config.ignoreAccessAnnotations,
       ...(config.defaultBackendService
         ? { defaultBackendService: config.defaultBackendService }
         : {}),

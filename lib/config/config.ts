@@ -20,6 +20,8 @@ export interface Config {
   readonly ingressClass: string;
   readonly controllerName: string;
   readonly watchIngressWithoutClass: boolean;
+  /** Serve Ingresses whose ingress-nginx access-control annotations Sluice does not enforce. */
+  readonly ignoreAccessAnnotations: boolean;
   /** Empty: all namespaces. */
   readonly watchNamespaces: readonly string[];
   readonly httpPort: number;
@@ -99,6 +101,14 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "boolean",
     default: "false",
     help: "Also serve Ingresses that name no class",
+  },
+  {
+    name: "ignore-access-annotations",
+    key: "ignoreAccessAnnotations",
+    kind: "boolean",
+    default: "false",
+    help:
+      "Serve Ingresses with ingress-nginx access-control annotations, unenforced (default: 503)",
   },
   {
     name: "watch-namespace",

@@ -2,15 +2,17 @@
  * The translation: cluster objects in, `{ routes, backends, certificates,
  * issues }` out. Pure, deterministic, sorted.
  *
- * Wires the rule modules together (class selection, route candidates,
- * conflicts, backends, TLS, default backend) and guarantees that a malformed
- * object never throws out of here and never removes anyone else's routes.
+ * Wires the rule modules together (class selection, annotations, route
+ * candidates, conflicts, backends, TLS, default backend) and guarantees that a
+ * malformed object never throws out of here and never removes anyone else's
+ * routes.
  * Knows nothing about I/O, clocks, logging or lookup structures.
  *
  * @module
  */
 
 import type { Backend } from "../routing/snapshot.ts";
+import { judgeAnnotations } from "./annotations.ts";
 import { createBackendResolver, type ResolvedBackend } from "./backends.ts";
 import { createClassSelector } from "./class_selection.ts";
 import { indexCluster } from "./cluster_index.ts";
@@ -28,6 +30,18 @@ import type { ClusterObjects, Route, TranslateOptions, Translation } from "./tra
 import { compareStrings } from "./_order.ts";
 
 const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;
+
+/**
+ * Where the routes of an Ingress refused for its access-control annotations
+ * lead: nowhere, so they answer 503. The key has no `/`, so no Service or
+ * resource backend (`namespace/name…`) can share it.
+ */
+const REFUSED_BACKEND: Backend = Object.freeze({
+  key: "sluice:access-control-not-enforced",
+  service: "",
+  endpoints: Object.freeze([]),
+  unavailable: "The Ingress asks for access control Sluice does not enforce",
+});
 
 function compareRoutes(a: Route, b: Route): number {
   return compareStrings(a.host, b.host) || compareStrings(a.path, b.path) ||
@@ -61,7 +75,32 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
 
   // Route candidates, Ingress by Ingress, in precedence order.
   const candidates: RouteCandidate[] = [];
+  // Ingresses asking for access control Sluice does not enforce keep their routes, with their
+  // precedence, but those answer 503. Dropping the routes would not fail closed: a request for
+  // a protected `/admin` would fall through to another Ingress's `/` on the same host, often
+  // the same Service (annotations are per Ingress, so ingress-nginx users split them so).
+  const refused = new Set<string>();
   for (const ingress of owned) {
+    try {
+      const verdict = judgeAnnotations({
+        namespace: ingress.namespace,
+        name: ingress.name,
+        annotations: ingress.ingress.metadata?.annotations,
+      }, { ignoreAccessAnnotations: options.ignoreAccessAnnotations });
+      appendAll(issues, verdict.issues);
+      if (verdict.refused) refused.add(ingress.key);
+    } catch (error) {
+      // Annotations that cannot be read might ask for access control: fail closed.
+      const detail = error instanceof Error ? error.message : String(error);
+      issues.push({
+        kind: "Ingress",
+        namespace: ingress.namespace,
+        name: ingress.name,
+        field: "metadata.annotations",
+        message: `Cannot read annotations: unexpected error "${detail}"; its routes answer 503`,
+      });
+      refused.add(ingress.key);
+    }
     let own: IngressCandidates | undefined = memo?.get(ingress.ingress);
     if (own === undefined) {
       try {
@@ -81,6 +120,7 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
   // Backend problems: one issue per Ingress and backend, at its first use.
   const reported = new Set<string>();
   for (const candidate of candidates) {
+    if (refused.has(candidate.ingress)) continue;
     const resolved = resolveBackend(candidate.backend);
     if (resolved.problem === undefined) continue;
     const once = `${candidate.ingress} ${resolved.backend.key}`;
@@ -98,7 +138,9 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
   const winners = mergeRouteCandidates(candidates, issues);
   const backends = new Map<string, Backend>();
   const routes: Route[] = winners.map((candidate) => {
-    const { backend } = resolveBackend(candidate.backend);
+    const backend = refused.has(candidate.ingress)
+      ? REFUSED_BACKEND
+      : resolveBackend(candidate.backend).backend;
     backends.set(backend.key, backend);
     return {
       host: candidate.host,

@@ -5,12 +5,13 @@
  * @module
  */
 
-import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { assert, assertEquals, assertStringIncludes } from "../../tests/support/assert.ts";
 import type { Ingress } from "../k8s/objects.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import { translate } from "./translate.ts";
 import type { ClusterObjects, InspectCertificate, TranslateOptions } from "./translation.ts";
 import { seededRandom } from "../../tests/support/seeded_random.ts";
+import { createTranslationMemo } from "./translation_memo.ts";
 
 const NOW = Date.parse("2030-01-01T00:00:00Z");
 const NEVER: InspectCertificate = () => ({ ok: false, reason: "not in this test" });
@@ -151,10 +152,40 @@ function garbageIngress(next: () => number, i: number): unknown {
   if (spec !== null && typeof spec === "object" && !Array.isArray(spec) && next() < 0.8) {
     (spec as Record<string, unknown>).ingressClassName = "sluice";
   }
-  return {
-    metadata: { namespace: "g", name: `g${i}`, creationTimestamp: "2000-01-01T00:00:00Z" },
-    spec,
+  const metadata: Record<string, unknown> = {
+    namespace: "g",
+    name: `g${i}`,
+    creationTimestamp: "2000-01-01T00:00:00Z",
   };
+  if (next() < 0.3) metadata.annotations = garbageAnnotations(next);
+  return { metadata, spec };
+}
+
+const ANNOTATION_KEYS = [
+  "nginx.ingress.kubernetes.io/auth-url",
+  "nginx.ingress.kubernetes.io/enable-global-auth",
+  "nginx.ingress.kubernetes.io/rewrite-target",
+  "kubectl.kubernetes.io/last-applied-configuration",
+  "__proto__",
+  "toString",
+];
+
+function garbageAnnotations(next: () => number): unknown {
+  if (next() < 0.3) return garbage(next, 2);
+  const annotations: Record<string, unknown> = {};
+  for (let i = Math.floor(next() * 4); i > 0; i--) {
+    Object.defineProperty(
+      annotations,
+      ANNOTATION_KEYS[Math.floor(next() * ANNOTATION_KEYS.length)]!,
+      {
+        value: garbage(next, 1),
+        enumerable: true,
+        configurable: true,
+        writable: true,
+      },
+    );
+  }
+  return annotations;
 }
 
 Deno.test("translate() never throws and keeps a good Ingress's routes beside random garbage (300 seeds)", () => {
@@ -307,4 +338,174 @@ Deno.test("translate() names at most five hosts of a TLS entry in one issue mess
     "and 19995 more: secretName is missing; the default certificate is served",
   ]);
   assertEquals(translation.tlsHosts.length, 20_000);
+});
+
+const AUTH_URL = "nginx.ingress.kubernetes.io/auth-url";
+
+/** An Ingress of `good` routing `host` `path` to Service `web`, created at `created`. */
+function routeIngress(
+  name: string,
+  options: {
+    host: string;
+    path: string;
+    created: string;
+    annotations?: Record<string, string>;
+    service?: string;
+  },
+): Ingress {
+  return {
+    metadata: {
+      namespace: "good",
+      name,
+      creationTimestamp: options.created,
+      ...(options.annotations ? { annotations: options.annotations } : {}),
+    },
+    spec: {
+      ingressClassName: "sluice",
+      rules: [{
+        host: options.host,
+        http: {
+          paths: [{
+            path: options.path,
+            pathType: "Prefix",
+            backend: { service: { name: options.service ?? "web", port: { number: 80 } } },
+          }],
+        },
+      }],
+    },
+  };
+}
+
+Deno.test("translate() answers 503 on the routes of an Ingress asking for access control, never falling through", () => {
+  const admin = routeIngress("admin", {
+    host: "good.test",
+    path: "/admin",
+    created: "2025-01-01T00:00:00Z",
+    annotations: { [AUTH_URL]: "https://auth.test/check" },
+  });
+  const translation = translate({ ...GOOD, ingresses: [GOOD_INGRESS, admin] }, OPTIONS);
+  const table = compileRouteTable(translation);
+  // The protected path answers 503 instead of reaching good/web through the public "/".
+  for (const path of ["/admin", "/admin/", "/admin/users"]) {
+    const match = table.lookup("good.test", path);
+    assertEquals(match?.ingress, "good/admin", path);
+    assertEquals(match?.backend.endpoints, [], path);
+    assertEquals(match?.backend.service, "", path);
+  }
+  // The other Ingress's routes on the same host are unaffected.
+  for (const path of ["/", "/administrator", "/x"]) {
+    assertEquals(table.lookup("good.test", path)?.backend.key, "good/web:80", path);
+  }
+  assertEquals(translation.issues.map((i) => [i.namespace, i.name, i.field]), [[
+    "good",
+    "admin",
+    "metadata.annotations",
+  ]]);
+  assertStringIncludes(translation.issues[0]!.message, 'Cannot serve Ingress "good/admin"');
+});
+
+Deno.test("translate() keeps a refused Ingress's precedence, so a newer copy of its path does not serve it", () => {
+  const refused = routeIngress("protected", {
+    host: "good.test",
+    path: "/",
+    created: "2020-01-01T00:00:00Z",
+    annotations: { "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8" },
+  });
+  const translation = translate({ ...GOOD, ingresses: [GOOD_INGRESS, refused] }, OPTIONS);
+  const match = compileRouteTable(translation).lookup("good.test", "/x");
+  assertEquals([match?.ingress, match?.backend.endpoints], ["good/protected", []]);
+  assertEquals(translation.issues.map((i) => [i.name, i.field]), [
+    ["protected", "metadata.annotations"],
+    ["web", "spec.rules[0].http.paths[0]"],
+  ]);
+});
+
+Deno.test("translate() serves an Ingress asking for access control with ignoreAccessAnnotations", () => {
+  const admin = routeIngress("admin", {
+    host: "good.test",
+    path: "/admin",
+    created: "2025-01-01T00:00:00Z",
+    annotations: { [AUTH_URL]: "https://auth.test/check" },
+  });
+  const translation = translate(
+    { ...GOOD, ingresses: [GOOD_INGRESS, admin] },
+    { ...OPTIONS, ignoreAccessAnnotations: true },
+  );
+  const match = compileRouteTable(translation).lookup("good.test", "/admin");
+  assertEquals([match?.ingress, match?.backend.key], ["good/admin", "good/web:80"]);
+  assertEquals(translation.backends.map((b) => b.key), ["good/web:80"]);
+  assertStringIncludes(translation.issues[0]!.message, "access control not enforced");
+});
+
+Deno.test("translate() with a memo follows annotations being added, waived and removed", () => {
+  const memo = createTranslationMemo();
+  const plain = routeIngress("admin", {
+    host: "good.test",
+    path: "/admin",
+    created: "2025-01-01T00:00:00Z",
+  });
+  const annotated: Ingress = {
+    ...plain,
+    metadata: { ...plain.metadata, annotations: { [AUTH_URL]: "https://auth.test/check" } },
+  };
+  const steps: [Ingress, boolean, string][] = [
+    [plain, false, "good/web:80"],
+    [annotated, false, "sluice:access-control-not-enforced"],
+    [annotated, true, "good/web:80"],
+    [annotated, false, "sluice:access-control-not-enforced"],
+    [plain, false, "good/web:80"],
+  ];
+  for (const [ingress, ignoreAccessAnnotations, backend] of steps) {
+    const translation = translate(
+      { ...GOOD, ingresses: [GOOD_INGRESS, ingress] },
+      { ...OPTIONS, memo, ignoreAccessAnnotations },
+    );
+    const match = compileRouteTable(translation).lookup("good.test", "/admin");
+    assertEquals(match?.backend.key, backend, `${ingress === plain} ${ignoreAccessAnnotations}`);
+  }
+});
+
+Deno.test("translate() keeps the refused backend apart from a Service of the same-looking name", () => {
+  // A key with a "/" could collide with `namespace/name` of a real Service (here the
+  // controller-wide default backend) and send refused routes to it.
+  const refused = routeIngress("admin", {
+    host: "good.test",
+    path: "/admin",
+    created: "2025-01-01T00:00:00Z",
+    annotations: { [AUTH_URL]: "x" },
+  });
+  const translation = translate({
+    ...GOOD,
+    ingresses: [GOOD_INGRESS, refused],
+    services: [...GOOD.services, {
+      metadata: { namespace: "sluice", name: "access-control-not-enforced" },
+      spec: { ports: [{ port: 80 }] },
+    }],
+  }, { ...OPTIONS, defaultBackendService: "sluice/access-control-not-enforced" });
+  const table = compileRouteTable(translation);
+  assertEquals(table.lookup("good.test", "/admin")?.backend.endpoints, []);
+  assertEquals(new Set(translation.backends.map((b) => b.key)).size, translation.backends.length);
+});
+
+Deno.test("translate() answers 503 for an Ingress whose annotations cannot be read", () => {
+  const annotations = {};
+  Object.defineProperty(annotations, AUTH_URL, {
+    enumerable: true,
+    get() {
+      throw new Error("unreadable");
+    },
+  });
+  const broken = routeIngress("admin", {
+    host: "good.test",
+    path: "/admin",
+    created: "2025-01-01T00:00:00Z",
+  });
+  (broken.metadata as Record<string, unknown>).annotations = annotations;
+  const translation = translate({ ...GOOD, ingresses: [GOOD_INGRESS, broken] }, OPTIONS);
+  const table = compileRouteTable(translation);
+  assertEquals(table.lookup("good.test", "/admin")?.backend.endpoints, []);
+  assertEquals(table.lookup("good.test", "/")?.backend.key, "good/web:80");
+  assertEquals(translation.issues.map((i) => i.message), [
+    'Cannot read annotations: unexpected error "unreadable"; its routes answer 503',
+  ]);
 });

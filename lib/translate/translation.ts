@@ -77,6 +77,12 @@ export interface TranslateOptions {
   readonly defaultBackendService?: string;
   /** A TLS Secret `namespace/name` served when no Ingress certificate matches. */
   readonly defaultSslCertificate?: string;
+  /**
+   * Serve Ingresses whose ingress-nginx annotations ask for access control
+   * Sluice does not enforce (`--ignore-access-annotations`); by default their
+   * routes answer 503 (see `annotations.ts`).
+   */
+  readonly ignoreAccessAnnotations?: boolean;
   /** The current time, milliseconds since the epoch (certificate expiry is judged against it). */
   readonly now: number;
   readonly inspectCertificate: InspectCertificate;
