@@ -82,6 +82,21 @@ function writeLatin1(text: string, into: Uint8Array, at: number): number {
   return at + text.length;
 }
 
+/**
+ * Writes `text` one byte per char when every char is allowed by `allowed`
+ * (a table of the 256 byte values); returns the next offset, or -1 at the
+ * first char that is not (a char over U+00FF would lose its high bits, and
+ * U+010A would become LF).
+ */
+function writeChecked(text: string, allowed: Uint8Array, into: Uint8Array, at: number): number {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c > 255 || allowed[c] === 0) return -1;
+    into[at + i] = c;
+  }
+  return at + text.length;
+}
+
 /** Options of {@linkcode encodeRequestHead}. */
 export interface EncodeHeadOptions {
   /** One more field appended after `headers` (the framing field the client added). */
@@ -93,11 +108,19 @@ export interface EncodeHeadOptions {
   readonly buffer?: ((size: number) => Uint8Array | undefined) | undefined;
 }
 
+/** Why a request head was not encoded: a method, target, name or value that would break its framing. */
+export class RequestHeadError extends Error {
+  override name = "RequestHeadError";
+}
+
 /**
  * Serialises a request head. `target` is written as UTF-8 (Deno decodes the
  * request target as UTF-8); header names and values one byte per char.
- * Callers must have validated names and values (Deno's parser did for
- * client headers).
+ * Whatever the source, nothing that could end a line or a field reaches the
+ * wire: the method and names must be tokens, the target visible ASCII or
+ * non-ASCII, values field-vchar, SP, HTAB or obs-text (RFC 9110 section 5.5).
+ * Deno's parsers refuse such client fields already; this holds for fields
+ * Sluice builds, and if a Deno upgrade lets one through.
  *
  * Runs once per proxied request, so it writes char codes straight into the
  * buffer: no head string is built (that was about 1.6 KB of garbage per
@@ -115,7 +138,8 @@ export function encodeRequestHead(
   for (const [name, value] of headers) size += name.length + value.length + 4;
   if (extra !== undefined) size += extra[0].length + extra[1].length + 4;
   const into = options.buffer?.(size) ?? new Uint8Array(size);
-  let at = writeLatin1(method, into, 0);
+  let at = method === "" ? -1 : writeChecked(method, TOKEN_BYTE, into, 0);
+  if (at === -1) throw new RequestHeadError(`Cannot encode method "${clip(method)}"`);
   into[at++] = 32;
   let ascii = true;
   for (let i = 0; i < target.length; i++) {
@@ -124,9 +148,26 @@ export function encodeRequestHead(
       ascii = false;
       break;
     }
+    // Visible ASCII only: a space, CR, LF or other control would end the request target.
+    if (c <= 32 || c === 127) {
+      throw new RequestHeadError(`Cannot encode request target "${clip(target)}"`);
+    }
     into[at + i] = c;
   }
-  at = ascii ? at + target.length : at + utf8.encodeInto(target, into.subarray(at)).written;
+  if (target === "") throw new RequestHeadError("Cannot encode an empty request target");
+  if (!ascii) {
+    // The rest holds non-ASCII (written as UTF-8, whose bytes are all over 127), and maybe
+    // ASCII controls after it.
+    for (let i = 0; i < target.length; i++) {
+      const c = target.charCodeAt(i);
+      if (c <= 32 || c === 127) {
+        throw new RequestHeadError(`Cannot encode request target "${clip(target)}"`);
+      }
+    }
+    at += utf8.encodeInto(target, into.subarray(at)).written;
+  } else {
+    at += target.length;
+  }
   at = writeLatin1(HTTP11_CRLF, into, at);
   for (const [name, value] of headers) at = writeField(name, value, into, at);
   if (extra !== undefined) at = writeField(extra[0], extra[1], into, at);
@@ -136,10 +177,14 @@ export function encodeRequestHead(
 }
 
 function writeField(name: string, value: string, into: Uint8Array, at: number): number {
-  at = writeLatin1(name, into, at);
+  at = name === "" ? -1 : writeChecked(name, TOKEN_BYTE, into, at);
+  if (at === -1) throw new RequestHeadError(`Cannot encode header name "${clip(name)}"`);
   into[at++] = 58;
   into[at++] = 32;
-  at = writeLatin1(value, into, at);
+  at = writeChecked(value, FIELD_VALUE_BYTE, into, at);
+  if (at === -1) {
+    throw new RequestHeadError(`Cannot encode value of header "${clip(name)}"`);
+  }
   into[at++] = 13;
   into[at++] = 10;
   return at;
@@ -150,6 +195,13 @@ const TCHAR = new Uint8Array(128);
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") {
   TCHAR[c.charCodeAt(0)] = 1;
 }
+/** `tchar` over all 256 byte values (a method or a field name). */
+const TOKEN_BYTE = new Uint8Array(256);
+TOKEN_BYTE.set(TCHAR);
+/** Bytes allowed in a field value: HTAB, SP, VCHAR and obs-text; no CR, LF, NUL or DEL. */
+const FIELD_VALUE_BYTE = new Uint8Array(256).fill(1, 32, 256);
+FIELD_VALUE_BYTE[9] = 1;
+FIELD_VALUE_BYTE[127] = 0;
 
 /**
  * Parses a response head (status line through the blank line, as a byte

@@ -11,7 +11,8 @@
  * towards the backend: `Expect` (the front server already answered
  * `100-continue`) and `Proxy` (httpoxy, as ingress-nginx does).
  * `Content-Length` stays where the client put it (the body is forwarded with
- * exactly that length); a chunked body is re-chunked by the upstream client.
+ * exactly that length), as one field: equal duplicates and lists are merged;
+ * a chunked body is re-chunked by the upstream client.
  *
  * Forwarding fields (ingress-nginx with `use-forwarded-headers`, limited to
  * `--trusted-proxy-cidrs`): from an untrusted peer every client-sent
@@ -28,6 +29,7 @@
  * @module
  */
 
+import { parseContentLength } from "./_http1.ts";
 import { type CidrMatcher, normalizeIp, parseIp } from "./cidr.ts";
 
 type HeaderPair = readonly [string, string];
@@ -69,7 +71,7 @@ function lengthsOf(...sets: Iterable<string>[]): Uint8Array {
   for (const set of sets) for (const name of set) lengths[name.length] = 1;
   return lengths;
 }
-const REQUEST_LENGTHS = lengthsOf(HOP_BY_HOP, REPLACED);
+const REQUEST_LENGTHS = lengthsOf(HOP_BY_HOP, REPLACED, ["content-length"]);
 const RESPONSE_LENGTHS = lengthsOf(HOP_BY_HOP, ["strict-transport-security"]);
 
 /** True when `name` may be in `names` or `set`, judged by length alone. */
@@ -171,6 +173,7 @@ export function forwardRequestHeaders(
 
   const out: [string, string][] = [];
   let hostWritten = false;
+  let contentLength: number | undefined;
   const drop = context.drop;
   for (const pair of clientHeaders) {
     if (
@@ -184,6 +187,20 @@ export function forwardRequestHeaders(
     if (lower === "host") {
       if (!hostWritten) out.push([pair[0], context.authority]);
       hostWritten = true;
+      continue;
+    }
+    if (lower === "content-length") {
+      // Content-Length = 1*DIGIT (RFC 9112 section 6.3): equal duplicates or a list of equal
+      // values go as one field (RFC 9110 section 8.6; Node's parser refuses duplicates). Values
+      // that disagree are passed on for the upstream client to refuse.
+      const length = parseContentLength(pair[1]);
+      if (length !== undefined && length === contentLength) continue;
+      if (contentLength === undefined && length !== undefined) {
+        contentLength = length;
+        out.push(pair[1].includes(",") ? [pair[0], String(length)] : pair);
+        continue;
+      }
+      out.push(pair);
       continue;
     }
     if (context.upgrade === true && lower === "upgrade") {

@@ -24,7 +24,12 @@
  */
 
 import type { Endpoint } from "../routing/snapshot.ts";
-import { encodeRequestHead, parseChunkSize, type ResponseHead } from "./_http1.ts";
+import {
+  encodeRequestHead,
+  parseChunkSize,
+  parseContentLength,
+  type ResponseHead,
+} from "./_http1.ts";
 import type { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import type { UpstreamPool } from "./upstream_pool.ts";
@@ -114,22 +119,74 @@ export async function sendUpstream(
     throw new UpstreamError("aborted", "Cannot proxy: client went away");
   }
   const signal = request.signal;
+  const framing = requestFraming(request);
   const conn = pool.takeIdle(endpoint) ?? await pool.connect(endpoint, { signal });
   try {
-    return await exchange(pool, conn, request);
+    return await exchange(pool, conn, request, framing);
   } catch (error) {
     if (error instanceof UpstreamError && error.staleConnection && isReplayable(request)) {
       const fresh = await pool.connect(endpoint, { signal });
-      return await exchange(pool, fresh, request);
+      return await exchange(pool, fresh, request, framing);
     }
     throw error;
   }
+}
+
+/** How a request body is framed on the wire: the field to add, if any, and chunking. */
+interface RequestFraming {
+  readonly extra: [string, string] | undefined;
+  readonly chunked: boolean;
+}
+
+/**
+ * Decides the body's framing, and refuses a request whose own framing fields
+ * say otherwise: a Content-Length that is not the length sent (also one of
+ * two that disagree: an HTTP/2 client's second `content-length` reaches the
+ * handler unchecked, and a backend reading that one would take bytes of the
+ * next request on the connection as this body), or any Transfer-Encoding.
+ *
+ * @throws {UpstreamError} `client-body` (400): nothing has been sent.
+ */
+function requestFraming(request: UpstreamRequest): RequestFraming {
+  const { body } = request;
+  // The length the body will have on the wire; undefined when chunked.
+  const length = body === null
+    ? 0
+    : body instanceof Uint8Array
+    ? body.length
+    : request.contentLength;
+  let declared = false;
+  for (const [name, value] of request.headers) {
+    const n = name.length;
+    if (n !== 14 && n !== 17) continue;
+    const lower = name.toLowerCase();
+    if (lower === "content-length") {
+      if (length === undefined || parseContentLength(value) !== length) {
+        throw new UpstreamError(
+          "client-body",
+          `Cannot forward request: Content-Length "${value}" disagrees with the body's ${
+            length === undefined ? "unknown length" : `${length} bytes`
+          }`,
+        );
+      }
+      declared = true;
+    } else if (lower === "transfer-encoding") {
+      throw new UpstreamError(
+        "client-body",
+        `Cannot forward request: Transfer-Encoding "${value}" is the upstream client's to set`,
+      );
+    }
+  }
+  if (body === null || declared) return { extra: undefined, chunked: false };
+  if (length === undefined) return { extra: ["Transfer-Encoding", "chunked"], chunked: true };
+  return { extra: ["Content-Length", String(length)], chunked: false };
 }
 
 async function exchange(
   pool: UpstreamPool,
   conn: UpstreamConnection,
   request: UpstreamRequest,
+  framing: RequestFraming,
 ): Promise<UpstreamResponse> {
   let released = false;
   const release = (reusable: boolean) => {
@@ -139,25 +196,19 @@ async function exchange(
   };
 
   const { body } = request;
-  let chunked = false;
-  // The caller may pass the client's Content-Length in place; add framing only when missing.
-  let extra: [string, string] | undefined;
-  if (body instanceof Uint8Array) {
-    if (!hasContentLength(request.headers)) extra = ["Content-Length", String(body.length)];
-  } else if (body !== null) {
-    if (request.contentLength !== undefined) {
-      if (!hasContentLength(request.headers)) {
-        extra = ["Content-Length", String(request.contentLength)];
-      }
-    } else {
-      chunked = true;
-      extra = ["Transfer-Encoding", "chunked"];
-    }
+  const { extra, chunked } = framing;
+  let head: Uint8Array;
+  try {
+    head = encodeRequestHead(request.method, request.target, request.headers, {
+      extra,
+      buffer: (size) => conn.writeBuffer(size),
+    });
+  } catch (error) {
+    // Nothing was written, but the pool's bookkeeping for a taken connection assumes an
+    // exchange: close it rather than park it (a rare path).
+    release(false);
+    throw new UpstreamError("client-body", (error as Error).message, { cause: error });
   }
-  const head = encodeRequestHead(request.method, request.target, request.headers, {
-    extra,
-    buffer: (size) => conn.writeBuffer(size),
-  });
 
   // Client gone before the response head: close the socket so pending I/O fails.
   let aborted = false;
@@ -301,6 +352,11 @@ async function exchange(
 
   if (bodyless || (responseHead.framing === "length" && responseHead.contentLength === 0)) {
     finish(true, 0);
+    // RFC 9110 section 8.6: never a Content-Length on a 204 (Deno drops it towards HTTP/1.1
+    // clients, but passes it to HTTP/2 ones), as nginx does.
+    if (responseHead.status === 204 && responseHead.framing === "length") {
+      normalizeContentLength(responseHead.headers, undefined);
+    }
     if (request.method !== "HEAD") return answer(null);
     // A HEAD answer tells the length a GET would have: Deno writes `content-length: 0` for a
     // null body and drops a listed one ("5, 5"), so pass the single parsed value, or an
@@ -416,26 +472,19 @@ function emptyBody(): ReadableStream<Uint8Array> {
   });
 }
 
-/** Leaves one Content-Length field, holding `length`, where the first one was. */
-function normalizeContentLength(headers: [string, string][], length: number): void {
+/** Leaves one Content-Length field, holding `length`, where the first one was; none for undefined. */
+function normalizeContentLength(headers: [string, string][], length: number | undefined): void {
   let kept = false;
   for (let i = 0; i < headers.length; i++) {
     const [name] = headers[i]!;
     if (name.length !== 14 || name.toLowerCase() !== "content-length") continue;
-    if (kept) {
+    if (kept || length === undefined) {
       headers.splice(i--, 1);
     } else {
       headers[i] = [name, String(length)];
       kept = true;
     }
   }
-}
-
-function hasContentLength(headers: readonly (readonly [string, string])[]): boolean {
-  for (const [name] of headers) {
-    if (name.length === 14 && name.toLowerCase() === "content-length") return true;
-  }
-  return false;
 }
 
 /** Returns a function yielding de-framed body chunks, then null at the end. */

@@ -173,10 +173,14 @@ export class UpstreamConnection {
       performance.now() + Math.max(0, this.keepAliveMs - KEEP_ALIVE_MARGIN_MS),
     );
     this.#onDead = onDead;
-    const probe = this.#conn.read(this.#buf);
-    this.#probe = probe;
-    // One handler per connection, not two closures per park (this runs once per request).
-    probe.then(this.#probeSettled, this.#probeSettled);
+    // Was a bug: a connection taken and released unused still had its idle read pending, and a
+    // second one on the same buffer left the answer to the orphaned read.
+    if (this.#probe === undefined) {
+      const probe = this.#conn.read(this.#buf);
+      this.#probe = probe;
+      // One handler per connection, not two closures per park (this runs once per request).
+      probe.then(this.#probeSettled, this.#probeSettled);
+    }
     return true;
   }
 

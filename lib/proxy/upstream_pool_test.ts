@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { type EchoBackend, startEchoBackend } from "../../tests/support/echo_backend.ts";
-import { waitFor } from "../../tests/support/wait.ts";
+import { waitFor, within } from "../../tests/support/wait.ts";
 import type { Endpoint } from "../routing/snapshot.ts";
 import { sendUpstream } from "./upstream_client.ts";
 import { type Connector, UpstreamPool } from "./upstream_pool.ts";
@@ -120,5 +120,25 @@ Deno.test("sendUpstream() follows a DNS name to its new address once the pooled 
     }
   } finally {
     await Promise.all(backends.map((b) => b.close()));
+  }
+});
+
+// Was a bug (latent: no caller released an untouched connection as reusable): parking a
+// connection whose idle read was still pending started a second read on the same buffer; the
+// answer went to the orphaned one and the next exchange waited for good.
+Deno.test("a pooled connection taken and released unused is parked once more and still answers", async () => {
+  const backend = await startEchoBackend({ name: "once" });
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  try {
+    assertEquals(await answeredBy(pool, endpoint), "once");
+    const taken = pool.takeIdle(endpoint);
+    assert(taken !== undefined, "the first exchange left its connection pooled");
+    pool.release(taken, true);
+    assertEquals(await within(5_000, "the second exchange", answeredBy(pool, endpoint)), "once");
+    assertEquals(pool.stats().connectsTotal, 1);
+  } finally {
+    pool.close();
+    await backend.close();
   }
 });

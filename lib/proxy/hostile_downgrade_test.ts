@@ -1,0 +1,354 @@
+/**
+ * Header injection and framing at the last step before the backend's byte
+ * stream: `encodeRequestHead` and `sendUpstream` given what Deno's parsers
+ * refuse today (CR, LF, NUL, chars over U+00FF, non-token names and methods,
+ * a target with a space) and framing fields that disagree with the body, as
+ * a future Deno, an HTTP/2 client (see lib/server/hostile_downgrade_h2_test.ts)
+ * or Sluice's own fields could hand them over. Nothing of it may reach the
+ * backend; a raw backend records every byte it got.
+ *
+ * A comment starting "Was a bug" marks a test pinning a fix.
+ */
+import { assert, assertEquals, assertRejects, assertThrows } from "../../tests/support/assert.ts";
+import { startProxy } from "../../tests/support/proxy_harness.ts";
+import { latin1, rawRequest } from "../../tests/support/raw_http.ts";
+import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
+import { encodeRequestHead, RequestHeadError } from "./_http1.ts";
+import { createCidrMatcher } from "./cidr.ts";
+import { forwardRequestHeaders } from "./forwarded_headers.ts";
+import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
+import { UpstreamError } from "./upstream_error.ts";
+import { UpstreamPool } from "./upstream_pool.ts";
+
+const HOST: [string, string] = ["Host", "a.test"];
+
+// Hardening (Deno 2.9.6's parsers refuse all of these from clients, HTTP/1.1 and h2 alike): names,
+// values, the method and the target were written unchecked, one byte per char (U+010A became LF),
+// trusting every caller to have validated them.
+Deno.test("encodeRequestHead() refuses anything that would end a line, a field or the request line, whatever the caller", () => {
+  const refused: [string, string, [string, string][]][] = [
+    ["GET", "/", [["X-A", "a\r\nX-Injected: 1"]]],
+    ["GET", "/", [["X-A", "a\rb"]]],
+    ["GET", "/", [["X-A", "a\nb"]]],
+    ["GET", "/", [["X-A", "a\0b"]]],
+    ["GET", "/", [["X-A", "a\x0bb"]]],
+    ["GET", "/", [["X-A", "a\x7fb"]]],
+    // Over U+00FF: the low byte of U+010A is LF, of U+0D0D CR.
+    ["GET", "/", [["X-A", "a\u010aX-Injected: 1"]]],
+    ["GET", "/", [["X-A", "\u0d0d\u0d0a"]]],
+    ["GET", "/", [["X A", "1"]]],
+    ["GET", "/", [["X:A", "1"]]],
+    ["GET", "/", [["X-A\r\nX-Injected", "1"]]],
+    ["GET", "/", [["", "1"]]],
+    ["GET", "/", [["X-\u00e9", "1"]]],
+    ["GET", "/", [["X-\u013a", "1"]]],
+    ["GET", "/", [[":path", "/x"]]],
+    ["GET /x HTTP/1.1\r\n", "/", []],
+    ["GET /x", "/", []],
+    ["", "/", []],
+    ["G\u0145T", "/", []],
+    ["GET", "/a b", []],
+    ["GET", "/a\r\nX-Injected: 1", []],
+    ["GET", "/a\nb", []],
+    ["GET", "/a\tb", []],
+    ["GET", "/a\0b", []],
+    ["GET", "/a\x7f", []],
+    ["GET", "/\u00e9 HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET /smuggled", []],
+    ["GET", "/\u00e9\r\n", []],
+    ["GET", "", []],
+  ];
+  for (const [method, target, headers] of refused) {
+    let thrown: unknown;
+    try {
+      encodeRequestHead(method, target, [HOST, ...headers]);
+    } catch (error) {
+      thrown = error;
+    }
+    assert(thrown instanceof RequestHeadError, JSON.stringify([method, target, headers]));
+  }
+  // The extra field is checked like the others.
+  assertThrows(
+    () => encodeRequestHead("GET", "/", [HOST], { extra: ["Content-Length", "1\r\n"] }),
+    RequestHeadError,
+  );
+});
+
+Deno.test("encodeRequestHead() passes obs-text, HTAB, spaces inside values, any token method and a UTF-8 target", () => {
+  const head = encodeRequestHead("PROPFIND", '/\u00e9?q="{}"', [
+    HOST,
+    ["X-Obs", "caf\u00e9 \u00ff\u0080"],
+    ["X-Tab", "a\tb  c"],
+    ["X-Empty", ""],
+    ["x_under~score!", "1"],
+  ], { extra: ["Content-Length", "0"] });
+  assertEquals(
+    latin1(head),
+    'PROPFIND /\u00c3\u00a9?q="{}" HTTP/1.1\r\nHost: a.test\r\nX-Obs: caf\u00e9 \u00ff\u0080\r\n' +
+      "X-Tab: a\tb  c\r\nX-Empty: \r\nx_under~score!: 1\r\nContent-Length: 0\r\n\r\n",
+  );
+});
+
+/** A raw backend recording every byte; answers each head `200` with an empty body. */
+function recordingBackend() {
+  const bytes: string[] = [];
+  const backend = startScriptedBackend(async (conn: ScriptedConn) => {
+    while (true) {
+      const head = await conn.readHead();
+      if (head === null) return;
+      bytes.push(head);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+      if (length !== null) {
+        await conn.readLength(Number(length[1]), (d) => bytes.push(latin1(d)));
+      }
+      await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    }
+  });
+  return Object.assign(backend, { bytes });
+}
+
+async function withBackend(
+  fn: (
+    send: (request: UpstreamRequest) => Promise<void>,
+    backend: ReturnType<typeof recordingBackend>,
+  ) => Promise<void>,
+): Promise<void> {
+  const backend = recordingBackend();
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  try {
+    await fn(async (request) => {
+      const response = await sendUpstream(pool, endpoint, request);
+      await response.done;
+    }, backend);
+  } finally {
+    pool.close();
+    await backend.close();
+  }
+}
+
+function stream(text: string): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(text));
+      controller.close();
+    },
+  });
+}
+
+// Hardening, as above: a head with a field over U+00FF went out with that char's low byte, so
+// "\u010a" would split the field and inject one of the caller's choosing.
+Deno.test("sendUpstream() fails a head it cannot encode as client-body (400) before a byte is sent, and the next request is served", async () => {
+  await withBackend(async (send, backend) => {
+    await send({ method: "GET", target: "/warm", headers: [HOST], body: null });
+    for (
+      const request of [
+        { headers: [HOST, ["X-A", "a\u010aX-Injected: 1"]] },
+        { headers: [HOST, ["X-A\r\nX-Injected", "1"]] },
+        { target: "/a HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET /smuggled" },
+        { method: "GET /smuggled HTTP/1.1\r\n" },
+      ] as Partial<UpstreamRequest>[]
+    ) {
+      const error = await assertRejects(
+        () => send({ method: "GET", target: "/bad", headers: [HOST], body: null, ...request }),
+        UpstreamError,
+      );
+      assertEquals(error.kind, "client-body", JSON.stringify(request));
+    }
+    await send({ method: "GET", target: "/after", headers: [HOST], body: null });
+    assertEquals(backend.bytes.map((b) => b.split("\r\n")[0]), [
+      "GET /warm HTTP/1.1",
+      "GET /after HTTP/1.1",
+    ]);
+    assert(!backend.bytes.join("").includes("Injected"));
+  });
+});
+
+// Was a bug: the upstream client trusted a Content-Length in the headers to match the body, so an
+// HTTP/2 request's second content-length (hyper checks only the first) reached the backend
+// beside the first, and a Transfer-Encoding field would have been sent beside its own framing.
+Deno.test("sendUpstream() refuses framing fields that disagree with the body it sends, before a byte is sent", async () => {
+  await withBackend(async (send, backend) => {
+    const cases: Partial<UpstreamRequest>[] = [
+      { headers: [HOST, ["Content-Length", "3"], ["Content-Length", "10"]], body: bytes("abc") },
+      { headers: [HOST, ["Content-Length", "10"]], body: bytes("abc") },
+      { headers: [HOST, ["Content-Length", "5"]], body: null },
+      { headers: [HOST, ["content-length", "0"], ["content-length", "5"]], body: null },
+      { headers: [HOST, ["Content-Length", "+3"]], body: bytes("abc") },
+      { headers: [HOST, ["Content-Length", "3"]], body: stream("abc") },
+      { headers: [HOST, ["Content-Length", "3"]], body: stream("abc"), contentLength: 4 },
+      { headers: [HOST, ["Transfer-Encoding", "chunked"]], body: stream("abc") },
+      { headers: [HOST, ["transfer-encoding", "chunked"]], body: bytes("abc") },
+    ];
+    for (const request of cases) {
+      const error = await assertRejects(
+        () => send({ method: "POST", target: "/bad", headers: [HOST], body: null, ...request }),
+        UpstreamError,
+      );
+      assertEquals(error.kind, "client-body", JSON.stringify(request.headers));
+    }
+    assertEquals(backend.bytes, []);
+    // Agreeing fields pass as they are: equal duplicates, a list of equal values, leading zeros.
+    for (
+      const length of [[["Content-Length", "3"], ["content-length", "3"]], [[
+        "Content-Length",
+        "3, 3",
+      ]], [["Content-Length", "003"]]] as [string, string][][]
+    ) {
+      await send({ method: "POST", target: "/ok", headers: [HOST, ...length], body: bytes("abc") });
+    }
+    assertEquals(backend.bytes.filter((b) => b === "abc").length, 3);
+    await send({
+      method: "POST",
+      target: "/streamed",
+      headers: [HOST, ["Content-Length", "3"]],
+      body: stream("abc"),
+      contentLength: 3,
+    });
+    assertEquals(backend.bytes.at(-1), "abc");
+  });
+});
+
+function bytes(text: string): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(text);
+}
+
+// Was a bug: an HTTP/1.1 client's equal duplicate Content-Length fields reached the backend as two
+// fields (Deno accepts them; RFC 9110 section 8.6 allows one valid field in their place, and
+// Node's parser refuses duplicates with 400).
+Deno.test("http/1.1: equal duplicate Content-Length fields reach the backend as one; a list gets 400; leading zeros pass", async () => {
+  const heads: string[] = [];
+  const backend = startScriptedBackend(async (conn) => {
+    while (true) {
+      const head = await conn.readHead();
+      if (head === null) return;
+      heads.push(head);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+      if (length !== null) await conn.readLength(Number(length[1]), () => {});
+      await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  });
+  const proxy = await startProxy({
+    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+  });
+  try {
+    const cases: [string, number, string[]][] = [
+      ["Content-Length: 3\r\ncontent-length: 3\r\n", 200, ["Content-Length: 3"]],
+      ["Content-Length: 3, 3\r\n", 400, []],
+      ["Content-Length: 003\r\n", 200, ["Content-Length: 003"]],
+    ];
+    for (const [fields, status, seen] of cases) {
+      const before = heads.length;
+      const response = await rawRequest(
+        proxy.port,
+        `POST /p HTTP/1.1\r\nHost: a.test\r\n${fields}\r\nabc`,
+      );
+      assertEquals(response.status, status, fields);
+      assertEquals(
+        heads.slice(before).flatMap((h) =>
+          h.split("\r\n").filter((l) => /^content-length:/i.test(l))
+        ),
+        seen,
+        fields,
+      );
+    }
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+});
+
+Deno.test("forwardRequestHeaders() sends agreeing Content-Length fields as one, and keeps disagreeing ones for the upstream client to refuse", () => {
+  const forward = (fields: [string, string][]) =>
+    forwardRequestHeaders([HOST, ...fields], {
+      authority: "a.test",
+      peer: "10.0.0.1",
+      scheme: "http",
+      port: 80,
+    }, { trusted: createCidrMatcher([]), newRequestId: () => "id" }).headers.filter(([name]) =>
+      name.toLowerCase() === "content-length"
+    );
+  assertEquals(forward([["content-length", "3"], ["Content-Length", "3"]]), [[
+    "content-length",
+    "3",
+  ]]);
+  assertEquals(forward([["Content-Length", "3, 3"]]), [["Content-Length", "3"]]);
+  assertEquals(forward([["Content-Length", "003"], ["Content-Length", "3"]]), [[
+    "Content-Length",
+    "003",
+  ]]);
+  assertEquals(forward([["Content-Length", "3"], ["Content-Length", "10"]]), [
+    ["Content-Length", "3"],
+    ["Content-Length", "10"],
+  ]);
+  assertEquals(forward([["Content-Length", "x"], ["Content-Length", "3"]]), [
+    ["Content-Length", "x"],
+    ["Content-Length", "3"],
+  ]);
+});
+
+const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+";
+const REQUEST_LINE = new RegExp(`^${TOKEN} [\\x21-\\x7e\\x80-\\xff]+ HTTP/1\\.1$`);
+const FIELD_LINE = new RegExp(`^${TOKEN}: [\\t\\x20-\\x7e\\x80-\\xff]*$`);
+
+// Seen on Deno 2.9.6: bare CR, VT, FF, DEL and NUL in a value, a control in the target and a
+// method that is not a token get 400 from Deno.serve, and so does a raw high byte in the
+// target; a bare LF ends a field line; obs-text passes byte for byte; `"{}^\`<>` in the path
+// reach the backend percent-encoded and `\` as `/` (WHATWG URL parsing in Deno).
+Deno.test("http/1.1: control characters, obs-text and odd bytes in the request line or fields never reach the backend as anything but well-framed lines", async () => {
+  const heads: string[] = [];
+  const backend = startScriptedBackend(async (conn) => {
+    while (true) {
+      const head = await conn.readHead();
+      if (head === null) return;
+      heads.push(head);
+      await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  });
+  const proxy = await startProxy({
+    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+  });
+  try {
+    const probes = [
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\rX-Injected: 1\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\x0bb\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\x0cb\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\x7fb\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\x00b\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: caf\xe9 \xff\x80\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\nX-Injected: 1\r\n\r\n",
+      "GET /x\x01y HTTP/1.1\r\nHost: a.test\r\n\r\n",
+      "GET /x\x7fy HTTP/1.1\r\nHost: a.test\r\n\r\n",
+      "GET /caf\xe9\x80 HTTP/1.1\r\nHost: a.test\r\n\r\n",
+      'GET /a"{}|\\^`<> HTTP/1.1\r\nHost: a.test\r\n\r\n',
+      "G(T /x HTTP/1.1\r\nHost: a.test\r\n\r\n",
+      "get /x HTTP/1.1\r\nHost: a.test\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A:\tvalue\t\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\r\n\tb\r\n\r\n",
+    ];
+    for (const probe of probes) {
+      const before = heads.length;
+      const response = await rawRequest(proxy.port, probe).catch(() => undefined);
+      const seen = heads.slice(before);
+      for (const head of seen) {
+        const lines = head.slice(0, -4).split("\r\n");
+        assert(REQUEST_LINE.test(lines[0]!), `${JSON.stringify(probe)}: ${JSON.stringify(head)}`);
+        for (const line of lines.slice(1)) {
+          assert(FIELD_LINE.test(line), `${JSON.stringify(probe)}: ${JSON.stringify(line)}`);
+        }
+        if (probe.includes("a\nX-Injected")) {
+          // A bare LF ends a line (RFC 9112 section 2.2 lets a recipient read it so): the client
+          // sent two fields, and the backend gets those two, each ended by CRLF.
+          assert(head.includes("\r\nX-A: a\r\nX-Injected: 1\r\n"), JSON.stringify(head));
+        } else {
+          assert(!/x-injected/i.test(head), `${JSON.stringify(probe)}: ${JSON.stringify(head)}`);
+        }
+      }
+      assert(seen.length <= (response?.status === 200 ? 1 : 0), JSON.stringify(probe));
+    }
+    // obs-text is passed byte for byte.
+    assert(heads.some((h) => h.includes("\r\nX-A: caf\xe9 \xff\x80\r\n")), JSON.stringify(heads));
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+});
