@@ -21,6 +21,7 @@ import {
 } from "../metrics/exposition.ts";
 import { Controller } from "../control/controller.ts";
 import { type HealthServerOptions, serveHealth } from "../server/health_server.ts";
+import { hostPort } from "../server/listener.ts";
 import { settlesWithin } from "../timers/timers.ts";
 import { KubeSource } from "../sources/kube_source.ts";
 import { ManifestSource } from "../sources/manifest_source.ts";
@@ -58,7 +59,7 @@ export interface Sluice {
 
 /** Things the environment decides, passed in. */
 export interface SluiceEnvironment {
-  /** Listen address of every port. Default `0.0.0.0`. */
+  /** Listen address of every port, over `--bind-address`. Default: {@linkcode defaultBindAddress}. */
   readonly hostname?: string;
   /** `POD_NAME`, `POD_NAMESPACE`, … */
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -67,7 +68,7 @@ export interface SluiceEnvironment {
 /** Starts every component and resolves once the ports listen (not yet ready). */
 export async function startSluice(config: Config, environment: SluiceEnvironment): Promise<Sluice> {
   const logger = componentLogger("main");
-  const hostname = environment.hostname ?? "0.0.0.0";
+  const hostname = environment.hostname ?? config.bindAddress ?? await defaultBindAddress();
   // The health port first: a port taken by something else stops start-up before any worker
   // serves or any watch or leader election begins, and the kubelet's probes get answers
   // (live, not ready) while the rest starts.
@@ -98,6 +99,33 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   }
 }
 
+/**
+ * `::` where a socket listening on it takes IPv4 too (Linux's default,
+ * `net.ipv6.bindv6only=0`; tried with a connection over 127.0.0.1): IPv6-only
+ * and dual-stack clusters reach the pod, and the kubelet can probe its IPv6
+ * address; IPv4 clients arrive as `::ffff:a.b.c.d`, which the proxy reports
+ * as `a.b.c.d`. Else `0.0.0.0` (no IPv6 in the pod, or IPv6-only sockets).
+ */
+export async function defaultBindAddress(): Promise<string> {
+  let listener: Deno.Listener | undefined;
+  try {
+    listener = Deno.listen({ hostname: "::", port: 0 });
+    const accepted = listener.accept();
+    accepted.then((conn) => conn.close(), () => {});
+    const conn = await Deno.connect({
+      hostname: "127.0.0.1",
+      port: (listener.addr as Deno.NetAddr).port,
+    });
+    conn.close();
+    await accepted;
+    return "::";
+  } catch {
+    return "0.0.0.0";
+  } finally {
+    listener?.close();
+  }
+}
+
 /** Serves the health port, or throws naming it. */
 function listenHealth(
   hostname: string,
@@ -108,7 +136,9 @@ function listenHealth(
     return serveHealth({ ...options, hostname, port });
   } catch (error) {
     throw new Error(
-      `Cannot listen on the health port "${hostname}:${port}" (--health-port): ${errorText(error)}`,
+      `Cannot listen on the health port "${hostPort(hostname, port)}" (--health-port): ${
+        errorText(error)
+      }`,
     );
   }
 }

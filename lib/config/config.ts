@@ -24,6 +24,8 @@ export interface Config {
   readonly ignoreAccessAnnotations: boolean;
   /** Empty: all namespaces. */
   readonly watchNamespaces: readonly string[];
+  /** Address of the HTTP, HTTPS and health ports; undefined: `::` (IPv6 and IPv4) where the host has IPv6, else `0.0.0.0`. */
+  readonly bindAddress: string | undefined;
   readonly httpPort: number;
   readonly httpsPort: number;
   readonly healthPort: number;
@@ -116,6 +118,12 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "list",
     default: "",
     help: "Comma-separated namespaces to watch (default: all)",
+  },
+  {
+    name: "bind-address",
+    key: "bindAddress",
+    kind: "string",
+    help: "Address the HTTP, HTTPS and health ports listen on (default: :: for IPv6 and IPv4)",
   },
   {
     name: "http-port",
@@ -544,6 +552,11 @@ function crossCheck(config: Config): string | undefined {
     return `Invalid value ${
       JSON.stringify(config.electionNamespace)
     } for --election-namespace: not a namespace name (DNS-1123 label)`;
+  }
+  if (config.bindAddress !== undefined && parseIp(config.bindAddress) === undefined) {
+    return `Invalid value ${
+      JSON.stringify(config.bindAddress)
+    } for --bind-address: not an IP address`;
   }
   for (const address of config.publishStatusAddresses) {
     // The apiserver takes an Ingress status address only as an IP or a DNS-1123 subdomain.

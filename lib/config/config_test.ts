@@ -87,6 +87,9 @@ Deno.test("parseConfig() reads flags, SLUICE_* variables, and prefers the flag",
     [["--log-format", "pretty"], {}, "logFormat", "pretty"],
     [["--workers", "1"], {}, "workers", 1],
     [["--manifests", "examples"], {}, "manifests", "examples"],
+    [[], {}, "bindAddress", undefined],
+    [["--bind-address", "::"], {}, "bindAddress", "::"],
+    [[], { SLUICE_BIND_ADDRESS: "127.0.0.1" }, "bindAddress", "127.0.0.1"],
   ];
   for (const [args, env, key, expected] of cases) {
     assertEquals(config(args, env)[key], expected, `${args.join(" ")} ${JSON.stringify(env)}`);
@@ -108,6 +111,8 @@ Deno.test("parseConfig() rejects unknown flags and bad values with one line nami
     [[], { SLUICE_HSTS: "maybe" }, /expected true or false/],
     [["stray"], {}, /Unexpected argument|positional/i],
     [["--manifests", "d", "--kubeconfig", "k"], {}, /with --kubeconfig: they need a cluster/],
+    [["--bind-address", "localhost"], {}, /for --bind-address: not an IP address/],
+    [["--bind-address", "[::]"], {}, /for --bind-address: not an IP address/],
   ];
   for (const [args, env, pattern] of cases) {
     const r = parseConfig(args, { env, cpus: 2 });

@@ -65,6 +65,11 @@ export interface Listener {
   readonly finished: Promise<void>;
 }
 
+/** `host:port`, with an IPv6 address in brackets (`[::]:8080`), for messages. */
+export function hostPort(hostname: string, port: number): string {
+  return hostname.includes(":") ? `[${hostname}]:${port}` : `${hostname}:${port}`;
+}
+
 /** The default of {@linkcode ShutdownOptions.timeoutMs}. */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 30_000;
 

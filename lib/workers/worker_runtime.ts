@@ -23,7 +23,7 @@ import {
   type HttpsListener,
   listenHttps,
 } from "../server/https_listener.ts";
-import type { Listener, RequestHandler } from "../server/listener.ts";
+import { hostPort, type Listener, type RequestHandler } from "../server/listener.ts";
 import { type FromWorker, isToWorker, type SnapshotMessage, type ToWorker } from "./protocol.ts";
 import { errorText } from "../log/error_text.ts";
 
@@ -84,7 +84,7 @@ function listening<L>(what: "HTTP" | "HTTPS", hostname: string, port: number, li
   } catch (error) {
     const flag = what === "HTTP" ? "--http-port" : "--https-port";
     throw new Error(
-      `Cannot listen for ${what} on "${hostname}:${port}" (${flag}): ${errorText(error)}`,
+      `Cannot listen for ${what} on "${hostPort(hostname, port)}" (${flag}): ${errorText(error)}`,
     );
   }
 }

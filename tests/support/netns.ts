@@ -13,6 +13,11 @@
  * `sl*` veth whose pid is no longer alive. Hosts are removed on `close()`
  * and, as a last resort, when this process exits normally.
  *
+ * With `ipv6: true` a host also gets an IPv6 unique local address from
+ * fd51:1ce0::/48, one /64 per host numbered like its IPv4 /30
+ * (`fd51:1ce0:0:<n>::2`, `::1` on the root side), added without duplicate
+ * address detection so that it is usable at once.
+ *
  * Needs root (CAP_NET_ADMIN) and iproute2; fails with a clear message
  * otherwise. Sends traffic to nothing but these addresses.
  *
@@ -25,6 +30,7 @@ import { within } from "./wait.ts";
 const ECHO_BACKEND = join(dirname(fileURLToPath(import.meta.url)), "echo_backend.ts");
 const PREFIX = "sluice-";
 const SUBNETS = 16_384; // /30 subnets in 10.244.0.0/16
+const ULA_PREFIX = "fd51:1ce0:0"; // + ":<subnet hex>::/64"
 
 /** The output of a command run inside a test host. */
 export interface CommandResult {
@@ -56,12 +62,21 @@ export interface TestHost {
   readonly address: string;
   /** The root namespace's side of the veth, e.g. `10.244.3.5`. */
   readonly gateway: string;
+  /** The host's IPv6 address (`fd51:1ce0:0:<n>::2`) when created with `ipv6: true`. */
+  readonly address6?: string;
+  /** The root namespace's IPv6 side of the veth (`…::1`) when created with `ipv6: true`. */
+  readonly gateway6?: string;
   /** Runs `cmd` inside the host and collects its output. */
   run(cmd: readonly string[]): Promise<CommandResult>;
   /** Starts `cmd` inside the host; the caller owns the child (stop it before `close()`, or let `close()` do it). */
   spawn(cmd: readonly string[], options?: { env?: Record<string, string> }): Deno.ChildProcess;
-  /** Starts `tests/support/echo_backend.ts` on this host's address and waits until it listens. */
-  startEchoBackend(options: { port: number; service: string; pod: string }): Promise<HostedBackend>;
+  /**
+   * Starts `tests/support/echo_backend.ts` on this host's address (or `hostname`: `address6`,
+   * or `"::"` for both families) and waits until it listens.
+   */
+  startEchoBackend(
+    options: { port: number; service: string; pod: string; hostname?: string },
+  ): Promise<HostedBackend>;
   /** Stops what runs inside, removes the namespace and its veth. Safe to call twice. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -73,6 +88,8 @@ export interface CreateTestHostOptions {
   readonly name?: string;
   /** The host's address (`10.244.x.y`, the second of a /30); default: the next free one. */
   readonly address?: string;
+  /** Also give the host an IPv6 ULA address (`address6`). Default false. */
+  readonly ipv6?: boolean;
 }
 
 let sequence = 0;
@@ -158,6 +175,11 @@ async function usedSubnets(): Promise<Set<number>> {
     used.add(Number(m[1]) * 64 + Math.floor(Number(m[2]) / 4));
   }
   return used;
+}
+
+/** `host:port`, an IPv6 address bracketed. */
+function hostPort(host: string, port: number): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 function subnetAddresses(index: number): { gateway: string; address: string } {
@@ -282,6 +304,13 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
     await ipOrThrow([...inside, "addr", "add", `${address}/30`, "dev", peer]);
     await ipOrThrow([...inside, "link", "set", peer, "up"]);
     await ipOrThrow([...inside, "link", "set", "lo", "up"]);
+    let v6: { gateway6: string; address6: string } | undefined;
+    if (options.ipv6 === true) {
+      const subnet = `${ULA_PREFIX}:${parseAddress(address).toString(16)}`;
+      v6 = { gateway6: `${subnet}::1`, address6: `${subnet}::2` };
+      await ipOrThrow(["-6", "addr", "add", `${v6.gateway6}/64`, "dev", veth, "nodad"]);
+      await ipOrThrow([...inside, "-6", "addr", "add", `${v6.address6}/64`, "dev", peer, "nodad"]);
+    }
 
     const spawn = (cmd: readonly string[], spawnOptions: { env?: Record<string, string> } = {}) => {
       const child = new Deno.Command("ip", {
@@ -301,6 +330,7 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
       namespace,
       address,
       gateway,
+      ...v6,
       async run(cmd) {
         const child = spawn(cmd);
         const [status, stdout, stderr] = await Promise.all([
@@ -311,14 +341,14 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
         return { code: status.code, stdout, stderr };
       },
       spawn,
-      async startEchoBackend({ port, service, pod }) {
+      async startEchoBackend({ port, service, pod, hostname = address }) {
         const child = spawn([
           Deno.execPath(),
           "run",
           "-A",
           ECHO_BACKEND,
           "--hostname",
-          address,
+          hostname,
           "--port",
           String(port),
           "--service",
@@ -332,7 +362,7 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
         try {
           await within(
             30_000,
-            `the echo backend ${service}/${pod} on ${address}:${port}`,
+            `the echo backend ${service}/${pod} on ${hostPort(hostname, port)}`,
             (async () => {
               while (!seen.includes("listening on")) {
                 const { value, done } = await reader.read();
@@ -358,8 +388,8 @@ export async function createTestHost(options: CreateTestHostOptions = {}): Promi
         })().catch(() => {});
         let stopped: Promise<void> | undefined;
         const backend: HostedBackend = {
-          url: `http://${address}:${port}`,
-          address,
+          url: `http://${hostPort(hostname, port)}`,
+          address: hostname,
           port,
           service,
           pod,
