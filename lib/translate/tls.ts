@@ -24,6 +24,9 @@ import type {
   InspectCertificate,
 } from "./translation.ts";
 
+/** The Secret type the sources read (other types never reach translation from a cluster). */
+const TLS_SECRET_TYPE = "kubernetes.io/tls";
+
 /** A usable certificate read from a Secret, or why it is not usable. */
 export type SecretCertificate =
   | {
@@ -60,8 +63,8 @@ function readSecretValue(
 /**
  * Returns a reader of TLS Secrets by `namespace/name`, memoised for one
  * translation. `tls.crt` and `tls.key` are the keys of a `kubernetes.io/tls`
- * Secret (Kubernetes "TLS Secrets"); other Secret types holding them are
- * accepted too.
+ * Secret (Kubernetes "TLS Secrets"). The sources deliver only Secrets of that
+ * type; another type given here directly (a test) is read the same way.
  */
 export function createSecretCertificateReader(
   index: ClusterIndex,
@@ -82,7 +85,11 @@ function readCertificate(
   secret: Secret | undefined,
   options: SecretCertificateReaderOptions,
 ): SecretCertificate {
-  if (secret === undefined) return { ok: false, reason: "no such Secret" };
+  // The sources read only Secrets of type kubernetes.io/tls (the cluster's field selector,
+  // the manifests' check): say so, as a Secret of another type exists yet is never seen here.
+  if (secret === undefined) {
+    return { ok: false, reason: `no such Secret of type "${TLS_SECRET_TYPE}"` };
+  }
   const certPem = readSecretValue(secret, "tls.crt");
   const keyPem = readSecretValue(secret, "tls.key");
   if (typeof certPem === "object") return { ok: false, reason: certPem.error };
