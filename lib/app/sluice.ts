@@ -22,7 +22,7 @@ import {
 import { Controller } from "../control/controller.ts";
 import { type HealthServerOptions, serveHealth } from "../server/health_server.ts";
 import { hostPort } from "../server/listener.ts";
-import { settlesWithin } from "../timers/timers.ts";
+import { deadline, settlesWithin } from "../timers/timers.ts";
 import { KubeSource } from "../sources/kube_source.ts";
 import { ManifestSource } from "../sources/manifest_source.ts";
 import type { ObjectSource } from "../sources/source.ts";
@@ -99,29 +99,49 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   }
 }
 
+/** Options of {@linkcode defaultBindAddress}. */
+export interface BindAddressProbeOptions {
+  /** How long the connection over 127.0.0.1 may take before `0.0.0.0` is chosen. Default 2 s. */
+  readonly timeoutMs?: number;
+  /** Opens the probe connection (tests hand in one that stalls). Default `Deno.connect`. */
+  readonly connect?: (options: Deno.ConnectOptions) => Promise<Deno.Conn>;
+}
+
 /**
  * `::` where a socket listening on it takes IPv4 too (Linux's default,
  * `net.ipv6.bindv6only=0`; tried with a connection over 127.0.0.1): IPv6-only
  * and dual-stack clusters reach the pod, and the kubelet can probe its IPv6
  * address; IPv4 clients arrive as `::ffff:a.b.c.d`, which the proxy reports
- * as `a.b.c.d`. Else `0.0.0.0` (no IPv6 in the pod, or IPv6-only sockets).
+ * as `a.b.c.d`. Else `0.0.0.0` (no IPv6 in the pod, or IPv6-only sockets),
+ * also when the probe is not accepted within `timeoutMs`: with IPv6-only
+ * sockets another process's IPv4 listener on the same port would take the
+ * connection, and a firewall dropping it would stall the connect.
  */
-export async function defaultBindAddress(): Promise<string> {
+export async function defaultBindAddress(options: BindAddressProbeOptions = {}): Promise<string> {
+  const connect = options.connect ?? Deno.connect;
+  const probeDeadline = deadline(options.timeoutMs ?? 2_000);
   let listener: Deno.Listener | undefined;
   try {
     listener = Deno.listen({ hostname: "::", port: 0 });
     const accepted = listener.accept();
     accepted.then((conn) => conn.close(), () => {});
-    const conn = await Deno.connect({
+    const connected = connect({
       hostname: "127.0.0.1",
       port: (listener.addr as Deno.NetAddr).port,
+      signal: probeDeadline.signal,
     });
-    conn.close();
-    await accepted;
+    connected.then((conn) => conn.close(), () => {});
+    const timedOut = new Promise<never>((_, reject) => {
+      probeDeadline.signal.addEventListener("abort", () => reject(probeDeadline.signal.reason), {
+        once: true,
+      });
+    });
+    await Promise.race([Promise.all([connected, accepted]), timedOut]);
     return "::";
   } catch {
     return "0.0.0.0";
   } finally {
+    probeDeadline.clear();
     listener?.close();
   }
 }

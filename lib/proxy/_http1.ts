@@ -141,33 +141,19 @@ export function encodeRequestHead(
   let at = method === "" ? -1 : writeChecked(method, TOKEN_BYTE, into, 0);
   if (at === -1) throw new RequestHeadError(`Cannot encode method "${clip(method)}"`);
   into[at++] = 32;
+  if (target === "") throw new RequestHeadError("Cannot encode an empty request target");
+  // Visible ASCII, or non-ASCII written as UTF-8 (whose bytes are all over 127): a space, CR,
+  // LF or other control would end the request target.
   let ascii = true;
   for (let i = 0; i < target.length; i++) {
     const c = target.charCodeAt(i);
-    if (c > 127) {
-      ascii = false;
-      break;
-    }
-    // Visible ASCII only: a space, CR, LF or other control would end the request target.
     if (c <= 32 || c === 127) {
       throw new RequestHeadError(`Cannot encode request target "${clip(target)}"`);
     }
-    into[at + i] = c;
+    if (c > 127) ascii = false;
+    else if (ascii) into[at + i] = c;
   }
-  if (target === "") throw new RequestHeadError("Cannot encode an empty request target");
-  if (!ascii) {
-    // The rest holds non-ASCII (written as UTF-8, whose bytes are all over 127), and maybe
-    // ASCII controls after it.
-    for (let i = 0; i < target.length; i++) {
-      const c = target.charCodeAt(i);
-      if (c <= 32 || c === 127) {
-        throw new RequestHeadError(`Cannot encode request target "${clip(target)}"`);
-      }
-    }
-    at += utf8.encodeInto(target, into.subarray(at)).written;
-  } else {
-    at += target.length;
-  }
+  at += ascii ? target.length : utf8.encodeInto(target, into.subarray(at)).written;
   at = writeLatin1(HTTP11_CRLF, into, at);
   for (const [name, value] of headers) at = writeField(name, value, into, at);
   if (extra !== undefined) at = writeField(extra[0], extra[1], into, at);

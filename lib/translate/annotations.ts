@@ -128,6 +128,11 @@ export interface AnnotationReview {
   readonly ignored: readonly string[];
 }
 
+const NO_ANNOTATIONS: AnnotationReview = Object.freeze({
+  accessControl: Object.freeze([]),
+  ignored: Object.freeze([]),
+});
+
 /** The access-control rule of an ingress-nginx annotation (name without prefix), if it is one. */
 export function accessControlRule(name: string): AccessControlRule | undefined {
   if (Object.hasOwn(NGINX_ACCESS_CONTROL, name)) return NGINX_ACCESS_CONTROL[name];
@@ -149,13 +154,15 @@ export function accessControlRule(name: string): AccessControlRule | undefined {
  */
 export function reviewAnnotations(annotations: unknown): AnnotationReview {
   if (annotations === null || typeof annotations !== "object" || Array.isArray(annotations)) {
-    return { accessControl: [], ignored: [] };
+    return NO_ANNOTATIONS;
   }
+  // Runs for every Ingress on every rebuild: most carry no ingress-nginx annotation, so
+  // select before sorting.
+  const ignored = Object.keys(annotations).filter((key) => key.startsWith(NGINX_PREFIX));
+  if (ignored.length === 0) return NO_ANNOTATIONS;
+  ignored.sort();
   const accessControl: string[] = [];
-  const ignored: string[] = [];
-  for (const key of Object.keys(annotations).sort()) {
-    if (!key.startsWith(NGINX_PREFIX)) continue;
-    ignored.push(key);
+  for (const key of ignored) {
     const rule = accessControlRule(key.slice(NGINX_PREFIX.length));
     if (rule === undefined) continue;
     const value = annotationText((annotations as Record<string, unknown>)[key]);
@@ -180,6 +187,8 @@ export interface AnnotationVerdict {
   readonly issues: readonly Issue[];
 }
 
+const SERVED: AnnotationVerdict = Object.freeze({ refused: false, issues: Object.freeze([]) });
+
 /**
  * Judges one Ingress's annotations. Access control asked for and not waived
  * (`ignoreAccessAnnotations`, the `--ignore-access-annotations` flag):
@@ -191,8 +200,9 @@ export function judgeAnnotations(
   ingress: { readonly namespace: string; readonly name: string; readonly annotations: unknown },
   options: { readonly ignoreAccessAnnotations?: boolean | undefined } = {},
 ): AnnotationVerdict {
-  const { namespace, name } = ingress;
   const review = reviewAnnotations(ingress.annotations);
+  if (review.ignored.length === 0) return SERVED;
+  const { namespace, name } = ingress;
   const at = { kind: "Ingress", namespace, name, field: "metadata.annotations" };
   const ingressName = JSON.stringify(`${namespace}/${name}`);
   if (review.accessControl.length > 0 && options.ignoreAccessAnnotations !== true) {
@@ -206,7 +216,6 @@ export function judgeAnnotations(
       `remove ${one ? "it" : "them"} or put the control in front of Sluice`;
     return { refused: true, issues: [{ ...at, message }] };
   }
-  if (review.ignored.length === 0) return { refused: false, issues: [] };
   let message = `Ingress ${ingressName}: annotations ignored (Sluice supports none): ${
     list(review.ignored, { quoted: false })
   }`;
