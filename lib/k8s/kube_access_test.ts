@@ -42,6 +42,21 @@ function kubeconfig(
   });
 }
 
+/**
+ * A kubeconfig whose user gets credentials from the plugin `sh -c script`;
+ * {@linkcode expiredCredential} is what such a script prints.
+ */
+function execKubeconfig(script: string): string {
+  return kubeconfig({
+    exec: { apiVersion: "client.authentication.k8s.io/v1", command: "sh", args: ["-c", script] },
+  });
+}
+
+/** An ExecCredential with `token`, already expired: client-node runs the plugin each time. */
+function expiredCredential(token: string): string {
+  return `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"${token}","expirationTimestamp":"2000-01-01T00:00:00Z"}}`;
+}
+
 /** Runs `fn` with a fresh temporary directory, removed afterwards. */
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "kube-access-test-" });
@@ -301,18 +316,9 @@ Deno.test("loadKubeAccess() keeps the worker for an exec plugin, asks it for hea
     const tokenFile = `${dir}/token`;
     const path = `${dir}/config`;
     await Deno.writeTextFile(tokenFile, "exec-1");
-    // An ExecCredential that has already expired, so that client-node runs the plugin each time.
-    const credential =
-      `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"2000-01-01T00:00:00Z"}}`;
     await Deno.writeTextFile(
       path,
-      kubeconfig({
-        exec: {
-          apiVersion: "client.authentication.k8s.io/v1",
-          command: "sh",
-          args: ["-c", `printf '${credential}' "$(cat '${tokenFile}')"`],
-        },
-      }),
+      execKubeconfig(`printf '${expiredCredential("%s")}' "$(cat '${tokenFile}')"`),
     );
     const workers = await workerThreads();
     const access = await loadKubeAccess({ kubeconfig: path });
@@ -340,21 +346,12 @@ Deno.test("loadKubeAccess() fails a credential plugin's answer that does not com
   await inTempDir(async (dir) => {
     const path = `${dir}/config`;
     const hang = `${dir}/hang`;
-    // Expired, so that client-node runs the plugin each time; it hangs once `hang` exists.
-    const credential =
-      `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"2000-01-01T00:00:00Z"}}`;
+    // The plugin hangs once `hang` exists.
     await Deno.writeTextFile(
       path,
-      kubeconfig({
-        exec: {
-          apiVersion: "client.authentication.k8s.io/v1",
-          command: "sh",
-          args: [
-            "-c",
-            `if [ -e '${hang}' ]; then sleep 3; fi; printf '%s' '${credential}'`,
-          ],
-        },
-      }),
+      execKubeconfig(
+        `if [ -e '${hang}' ]; then sleep 3; fi; printf '%s' '${expiredCredential("t")}'`,
+      ),
     );
     const access = await loadKubeAccess({ kubeconfig: path, pluginTimeoutMs: 500 });
     try {

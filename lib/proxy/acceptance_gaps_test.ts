@@ -19,7 +19,7 @@
  * @module
  */
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { startEchoBackend } from "../../tests/support/echo_backend.ts";
+import { type EchoBackend, startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { type HarnessOptions, startProxy } from "../../tests/support/proxy_harness.ts";
 import {
   closeQuietly,
@@ -45,9 +45,9 @@ async function raw(port: number, text: string): Promise<RawResponse> {
   }
 }
 
-/** An echo backend behind the proxy for any host. */
+/** An echo backend behind the proxy for any host; `fn` gets the proxy's port and the backend. */
 async function withEcho(
-  fn: (port: number) => Promise<void>,
+  fn: (port: number, backend: EchoBackend) => Promise<void>,
   options: Partial<Omit<HarnessOptions, "routes">> = {},
 ): Promise<void> {
   const backend = await startEchoBackend({ name: "shop/web" });
@@ -56,7 +56,7 @@ async function withEcho(
     ...options,
   });
   try {
-    await fn(proxy.port);
+    await fn(proxy.port, backend);
   } finally {
     await proxy.close();
     await backend.close();
@@ -229,53 +229,49 @@ Deno.test("a request's Trailer field is hop-by-hop: the backend never sees it, a
 });
 
 Deno.test("a WebSocket upgrade reaches the backend with exactly the client's fields, but a fresh key and no extensions, plus the forwarding fields", async () => {
-  const backend = await startEchoBackend({ name: "shop/web" });
-  const proxy = await startProxy({
-    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+  await withEcho(async (port, backend) => {
+    const conn = await RawConnection.open(port);
+    try {
+      await conn.send(
+        `GET /ws?x=1 HTTP/1.1\r\nHost: ${HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+          "Sec-WebSocket-Protocol: chat, superchat\r\nSec-WebSocket-Extensions: permessage-deflate\r\n" +
+          "Origin: https://app.example\r\nCookie: s=1\r\nX-Custom: yes\r\n\r\n",
+      );
+      const response = await conn.readResponse({ head: true });
+      assertEquals(response.status, 101);
+      await waitFor("the backend's upgrade request", () => backend.requests.length === 1);
+      const seen = backend.requests[0]!.headers;
+      const names = (fields: [string, string][]) =>
+        fields.map(([n]) => n.toLowerCase()).filter((n) =>
+          !/^(x-forwarded-|x-real-ip|x-request-id)/.test(n)
+        )
+          .sort();
+      assertEquals(names(seen), [
+        "connection",
+        "cookie",
+        "host",
+        "origin",
+        "sec-websocket-key",
+        "sec-websocket-protocol",
+        "sec-websocket-version",
+        "upgrade",
+        "x-custom",
+      ]);
+      assertEquals(headerValues(seen, "host"), [HOST]);
+      assertEquals(headerValues(seen, "origin"), ["https://app.example"]);
+      assertEquals(headerValues(seen, "cookie"), ["s=1"]);
+      assertEquals(headerValues(seen, "x-custom"), ["yes"]);
+      assertEquals(headerValues(seen, "sec-websocket-protocol").join(", "), "chat, superchat");
+      assertEquals(
+        seen.filter(([n]) => /^(x-forwarded-|x-real-ip|x-request-id)/i.test(n)).length,
+        6,
+        JSON.stringify(seen),
+      );
+    } finally {
+      conn.close();
+    }
   });
-  const conn = await RawConnection.open(proxy.port);
-  try {
-    await conn.send(
-      `GET /ws?x=1 HTTP/1.1\r\nHost: ${HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
-        "Sec-WebSocket-Protocol: chat, superchat\r\nSec-WebSocket-Extensions: permessage-deflate\r\n" +
-        "Origin: https://app.example\r\nCookie: s=1\r\nX-Custom: yes\r\n\r\n",
-    );
-    const response = await conn.readResponse({ head: true });
-    assertEquals(response.status, 101);
-    await waitFor("the backend's upgrade request", () => backend.requests.length === 1);
-    const seen = backend.requests[0]!.headers;
-    const names = (fields: [string, string][]) =>
-      fields.map(([n]) => n.toLowerCase()).filter((n) =>
-        !/^(x-forwarded-|x-real-ip|x-request-id)/.test(n)
-      )
-        .sort();
-    assertEquals(names(seen), [
-      "connection",
-      "cookie",
-      "host",
-      "origin",
-      "sec-websocket-key",
-      "sec-websocket-protocol",
-      "sec-websocket-version",
-      "upgrade",
-      "x-custom",
-    ]);
-    assertEquals(headerValues(seen, "host"), [HOST]);
-    assertEquals(headerValues(seen, "origin"), ["https://app.example"]);
-    assertEquals(headerValues(seen, "cookie"), ["s=1"]);
-    assertEquals(headerValues(seen, "x-custom"), ["yes"]);
-    assertEquals(headerValues(seen, "sec-websocket-protocol").join(", "), "chat, superchat");
-    assertEquals(
-      seen.filter(([n]) => /^(x-forwarded-|x-real-ip|x-request-id)/i.test(n)).length,
-      6,
-      JSON.stringify(seen),
-    );
-  } finally {
-    conn.close();
-    await proxy.close();
-    await backend.close();
-  }
 });
 
 // ---------------------------------------------------------------------------
@@ -307,13 +303,9 @@ const STRICT_PROBES: Record<string, string> = {
 };
 
 Deno.test("none of the RFC 9112 smuggling probes puts the hidden request on the backend, and the pool stays in step", async () => {
-  const backend = await startEchoBackend({ name: "shop/web" });
-  const proxy = await startProxy({
-    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
-  });
-  try {
+  await withEcho(async (port, backend) => {
     for (const [name, probe] of Object.entries(STRICT_PROBES)) {
-      const conn = await RawConnection.open(proxy.port);
+      const conn = await RawConnection.open(port);
       try {
         await conn.send(probe);
         await conn.readUntilQuiet(300, 5_000);
@@ -328,13 +320,10 @@ Deno.test("none of the RFC 9112 smuggling probes puts the hidden request on the 
       assertEquals(backend.requests.filter((r) => r.error !== undefined), [], name);
       // A desynchronised pooled upstream connection would answer this with another request's reply.
       const target = `/after-${encodeURIComponent(name)}`;
-      const after = await raw(proxy.port, `GET ${target} HTTP/1.1\r\n${H}\r\n`);
+      const after = await raw(port, `GET ${target} HTTP/1.1\r\n${H}\r\n`);
       assertEquals((JSON.parse(latin1(after.body)) as { target: string }).target, target, name);
     }
-  } finally {
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 // ---------------------------------------------------------------------------
@@ -356,23 +345,16 @@ async function headerProbe(
 }
 
 Deno.test("a header section over the default 32 KiB gets 431 and reaches no backend; one under it passes", async () => {
-  const backend = await startEchoBackend({ name: "shop/web" });
   // No maxHeaderBytes: the default the product runs with (other tests set 4 KiB).
-  const proxy = await startProxy({
-    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
-  });
-  try {
+  await withEcho(async (port, backend) => {
     const many = (n: number) =>
       Array.from({ length: n }, (_, i) => `X-F${i}: ${"v".repeat(400)}\r\n`).join("");
-    assertEquals(await headerProbe(proxy.port, `X-Big: ${"a".repeat(40_000)}\r\n`), [431]);
-    assertEquals(await headerProbe(proxy.port, many(100)), [431]);
+    assertEquals(await headerProbe(port, `X-Big: ${"a".repeat(40_000)}\r\n`), [431]);
+    assertEquals(await headerProbe(port, many(100)), [431]);
     assertEquals(backend.requests.length, 0);
-    assertEquals(await headerProbe(proxy.port, `X-Big: ${"a".repeat(30_000)}\r\n`), [200]);
-    assertEquals(await headerProbe(proxy.port, many(70)), [200]);
-  } finally {
-    await proxy.close();
-    await backend.close();
-  }
+    assertEquals(await headerProbe(port, `X-Big: ${"a".repeat(30_000)}\r\n`), [200]);
+    assertEquals(await headerProbe(port, many(70)), [200]);
+  });
 });
 
 // A documented limitation (README, Known limitations): Deno.serve refuses these heads itself, with
@@ -381,19 +363,12 @@ Deno.test({
   name:
     "a header section over Deno.serve's own limits (about 64 KiB, or more than 128 fields) gets Deno's 400 and reaches no backend",
   async fn() {
-    const backend = await startEchoBackend({ name: "shop/web" });
-    const proxy = await startProxy({
-      routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
-    });
-    try {
-      assertEquals(await headerProbe(proxy.port, `X-Big: ${"a".repeat(70_000)}\r\n`), [400]);
+    await withEcho(async (port, backend) => {
+      assertEquals(await headerProbe(port, `X-Big: ${"a".repeat(70_000)}\r\n`), [400]);
       const fields = Array.from({ length: 129 }, (_, i) => `X-F${i}: v\r\n`).join("");
-      assertEquals(await headerProbe(proxy.port, fields), [400]);
+      assertEquals(await headerProbe(port, fields), [400]);
       assertEquals(backend.requests.length, 0);
-    } finally {
-      await proxy.close();
-      await backend.close();
-    }
+    });
   },
 });
 

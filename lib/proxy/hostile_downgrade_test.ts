@@ -212,10 +212,12 @@ function bytes(text: string): Uint8Array<ArrayBuffer> {
   return new TextEncoder().encode(text);
 }
 
-// Was a bug: an HTTP/1.1 client's equal duplicate Content-Length fields reached the backend as two
-// fields (Deno accepts them; RFC 9110 section 8.6 allows one valid field in their place, and
-// Node's parser refuses duplicates with 400).
-Deno.test("http/1.1: equal duplicate Content-Length fields reach the backend as one; a list gets 400; leading zeros pass", async () => {
+/**
+ * Runs `fn` with the proxy's port, in front of a backend that logs every raw
+ * request head in `heads` (reading a Content-Length body) and answers 200
+ * "ok"; closes both after it.
+ */
+async function withHeadLog(fn: (port: number, heads: string[]) => Promise<void>): Promise<void> {
   const heads: string[] = [];
   const backend = startScriptedBackend(async (conn) => {
     while (true) {
@@ -231,6 +233,18 @@ Deno.test("http/1.1: equal duplicate Content-Length fields reach the backend as 
     routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
   });
   try {
+    await fn(proxy.port, heads);
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+}
+
+// Was a bug: an HTTP/1.1 client's equal duplicate Content-Length fields reached the backend as two
+// fields (Deno accepts them; RFC 9110 section 8.6 allows one valid field in their place, and
+// Node's parser refuses duplicates with 400).
+Deno.test("http/1.1: equal duplicate Content-Length fields reach the backend as one; a list gets 400; leading zeros pass", async () => {
+  await withHeadLog(async (port, heads) => {
     const cases: [string, number, string[]][] = [
       ["Content-Length: 3\r\ncontent-length: 3\r\n", 200, ["Content-Length: 3"]],
       ["Content-Length: 3, 3\r\n", 400, []],
@@ -239,7 +253,7 @@ Deno.test("http/1.1: equal duplicate Content-Length fields reach the backend as 
     for (const [fields, status, seen] of cases) {
       const before = heads.length;
       const response = await rawRequest(
-        proxy.port,
+        port,
         `POST /p HTTP/1.1\r\nHost: a.test\r\n${fields}\r\nabc`,
       );
       assertEquals(response.status, status, fields);
@@ -251,10 +265,7 @@ Deno.test("http/1.1: equal duplicate Content-Length fields reach the backend as 
         fields,
       );
     }
-  } finally {
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("forwardRequestHeaders() sends agreeing Content-Length fields as one, and keeps disagreeing ones for the upstream client to refuse", () => {
@@ -295,19 +306,7 @@ const FIELD_LINE = new RegExp(`^${TOKEN}: [\\t\\x20-\\x7e\\x80-\\xff]*$`);
 // target; a bare LF ends a field line; obs-text passes byte for byte; `"{}^\`<>` in the path
 // reach the backend percent-encoded and `\` as `/` (WHATWG URL parsing in Deno).
 Deno.test("http/1.1: control characters, obs-text and odd bytes in the request line or fields never reach the backend as anything but well-framed lines", async () => {
-  const heads: string[] = [];
-  const backend = startScriptedBackend(async (conn) => {
-    while (true) {
-      const head = await conn.readHead();
-      if (head === null) return;
-      heads.push(head);
-      await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-    }
-  });
-  const proxy = await startProxy({
-    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
-  });
-  try {
+  await withHeadLog(async (port, heads) => {
     const probes = [
       "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\rX-Injected: 1\r\n\r\n",
       "GET /x HTTP/1.1\r\nHost: a.test\r\nX-A: a\x0bb\r\n\r\n",
@@ -327,7 +326,7 @@ Deno.test("http/1.1: control characters, obs-text and odd bytes in the request l
     ];
     for (const probe of probes) {
       const before = heads.length;
-      const response = await rawRequest(proxy.port, probe).catch(() => undefined);
+      const response = await rawRequest(port, probe).catch(() => undefined);
       const seen = heads.slice(before);
       for (const head of seen) {
         const lines = head.slice(0, -4).split("\r\n");
@@ -347,8 +346,5 @@ Deno.test("http/1.1: control characters, obs-text and odd bytes in the request l
     }
     // obs-text is passed byte for byte.
     assert(heads.some((h) => h.includes("\r\nX-A: caf\xe9 \xff\x80\r\n")), JSON.stringify(heads));
-  } finally {
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });

@@ -13,7 +13,8 @@
  * - {@linkcode startH2World}: the real proxy handler behind the real HTTPS
  *   listener (TLS relayed to the inner `Deno.serve`) and the real HTTP
  *   listener, routing hosts to backends the test supplies (scripted ones come
- *   from `tests/support/scripted_backend.ts`).
+ *   from `tests/support/scripted_backend.ts`); {@linkcode withH2World} closes
+ *   it after a test, {@linkcode openH2} opens a raw h2 or h2c connection to it.
  *
  * Not part of Sluice.
  *
@@ -660,4 +661,28 @@ export async function startH2World(
       proxy.close();
     },
   };
+}
+
+/** Runs `fn` against a world started with `routes` (and `options`), closing the world after it. */
+export async function withH2World(
+  routes: readonly StaticRoute[],
+  fn: (world: H2World) => Promise<void>,
+  options: Partial<Omit<ProxyHandlerOptions, "snapshot">> = {},
+): Promise<void> {
+  const world = await startH2World(routes, options);
+  try {
+    await fn(world);
+  } finally {
+    await world.close();
+  }
+}
+
+/**
+ * A raw HTTP/2 connection to `world`: over TLS (ALPN h2, SNI `a.test`,
+ * trusting the world's certificate) or h2c with prior knowledge.
+ */
+export function openH2(world: H2World, transport: "tls" | "h2c" = "tls"): Promise<RawH2> {
+  return transport === "tls"
+    ? RawH2.open({ port: world.httpsPort, tls: { serverName: "a.test", caCerts: [world.caCert] } })
+    : RawH2.open({ port: world.httpPort });
 }

@@ -27,7 +27,7 @@ import {
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
 import { within } from "../../tests/support/wait.ts";
-import { type H2World, RawH2, startH2World, statusOf } from "./_hostile_h2.ts";
+import { type H2World, openH2, statusOf, textOf, withH2World } from "./_hostile_h2.ts";
 
 type Fields = [string, string][];
 
@@ -37,27 +37,19 @@ function route(host: string, port: number, tls = false): StaticRoute {
   return { host, endpoints: [{ address: "127.0.0.1", port }], service: "t/web", tls };
 }
 
-async function withWorld(
-  routes: readonly StaticRoute[],
-  fn: (world: H2World) => Promise<void>,
-): Promise<void> {
-  const world = await startH2World(routes);
-  try {
-    await fn(world);
-  } finally {
-    await world.close();
-  }
-}
-
-/** A raw HTTP/1.1 connection to `a.test` over TLS (ALPN http/1.1). */
-async function http1OverTls(world: H2World): Promise<RawConnection> {
+/** A TLS connection to `a.test` (ALPN http/1.1). */
+async function tlsHttp1(world: H2World): Promise<Deno.TlsConn> {
   const tcp = await Deno.connect({ hostname: "127.0.0.1", port: world.httpsPort });
-  const tls = await Deno.startTls(tcp, {
+  return await Deno.startTls(tcp, {
     hostname: "a.test",
     caCerts: [world.caCert],
     alpnProtocols: ["http/1.1"],
   });
-  return RawConnection.wrap(tls);
+}
+
+/** A raw HTTP/1.1 connection to `a.test` over TLS (ALPN http/1.1). */
+async function http1OverTls(world: H2World): Promise<RawConnection> {
+  return RawConnection.wrap(await tlsHttp1(world));
 }
 
 /** The backend's fields without Sluice's forwarding fields, and those names (lowercase, sorted). */
@@ -85,14 +77,9 @@ const ALL_FORWARDING = [
 Deno.test("over h2 (TLS and h2c) the backend sees exactly the client's fields plus the forwarding fields", async () => {
   const backend = await startEchoBackend({ name: "t/web" });
   try {
-    await withWorld([route("a.test", backend.port)], async (world) => {
+    await withH2World([route("a.test", backend.port)], async (world) => {
       for (const transport of ["tls", "h2c"] as const) {
-        const h2 = transport === "tls"
-          ? await RawH2.open({
-            port: world.httpsPort,
-            tls: { serverName: "a.test", caCerts: [world.caCert] },
-          })
-          : await RawH2.open({ port: world.httpPort });
+        const h2 = await openH2(world, transport);
         try {
           const cases: { fields: Fields; body?: Uint8Array; expect: Fields }[] = [
             {
@@ -156,7 +143,7 @@ Deno.test("over h2 (TLS and h2c) the backend sees exactly the client's fields pl
 Deno.test("over HTTP/1.1 on TLS the backend sees exactly the client's fields, in order and case, plus the forwarding fields", async () => {
   const backend = await startEchoBackend({ name: "t/web" });
   try {
-    await withWorld([route("a.test", backend.port)], async (world) => {
+    await withH2World([route("a.test", backend.port)], async (world) => {
       const conn = await http1OverTls(world);
       try {
         await conn.send(
@@ -234,7 +221,7 @@ Deno.test("over h2, encoded bodies keep their bytes and Content-Encoding, plain 
   const backend = startScriptedBackend(encodingBackend);
   try {
     // "localhost" resolves without a resolver option, and the world's certificate covers it.
-    await withWorld([route("localhost", backend.port)], async (world) => {
+    await withH2World([route("localhost", backend.port)], async (world) => {
       using client = Deno.createHttpClient({
         caCerts: [world.caCert],
         http1: false,
@@ -268,13 +255,10 @@ Deno.test("over h2, encoded bodies keep their bytes and Content-Encoding, plain 
 Deno.test("over h2 and HTTP/1.1 on TLS, a plain body sent to a client accepting gzip and br arrives uncompressed, byte for byte", async () => {
   const backend = startScriptedBackend(encodingBackend);
   try {
-    await withWorld([route("a.test", backend.port)], async (world) => {
+    await withH2World([route("a.test", backend.port)], async (world) => {
       for (const path of ["/plain", "/plain?chunked"]) {
         // HTTP/2 with a raw client: DATA is what went on the wire.
-        const h2 = await RawH2.open({
-          port: world.httpsPort,
-          tls: { serverName: "a.test", caCerts: [world.caCert] },
-        });
+        const h2 = await openH2(world);
         try {
           const id = await h2.request([
             [":method", "GET"],
@@ -285,18 +269,12 @@ Deno.test("over h2 and HTTP/1.1 on TLS, a plain body sent to a client accepting 
           ]);
           const stream = await h2.finished(id);
           assertEquals(statusOf(stream), 200, path);
-          const data = new Uint8Array(stream.data.reduce((n, d) => n + d.length, 0));
-          let at = 0;
-          for (const d of stream.data) {
-            data.set(d, at);
-            at += d.length;
-          }
           assertEquals(
             stream.heads[0]!.filter(([n]) => n === "content-encoding"),
             [],
             `h2 ${path}`,
           );
-          assertEquals(new TextDecoder().decode(data), PLAIN_HTML, `h2 ${path}`);
+          assertEquals(textOf(stream), PLAIN_HTML, `h2 ${path}`);
         } finally {
           await h2.close();
         }
@@ -343,7 +321,7 @@ Deno.test("over HTTPS (HTTP/1.1 and h2) each SSE event reaches the client prompt
   }, { noDelay: true });
   const report: string[] = [];
   try {
-    await withWorld([route("a.test", backend.port)], async (world) => {
+    await withH2World([route("a.test", backend.port)], async (world) => {
       for (const transport of ["http/1.1", "h2"] as const) {
         sentAt = [];
         received = Array.from({ length: EVENTS }, () => Promise.withResolvers<void>());
@@ -356,10 +334,7 @@ Deno.test("over HTTPS (HTTP/1.1 and h2) each SSE event reaches the client prompt
           }
         };
         if (transport === "h2") {
-          const h2 = await RawH2.open({
-            port: world.httpsPort,
-            tls: { serverName: "a.test", caCerts: [world.caCert] },
-          });
+          const h2 = await openH2(world);
           try {
             const id = await h2.request([
               [":method", "GET"],
@@ -375,12 +350,7 @@ Deno.test("over HTTPS (HTTP/1.1 and h2) each SSE event reaches the client prompt
             await h2.close();
           }
         } else {
-          const tcp = await Deno.connect({ hostname: "127.0.0.1", port: world.httpsPort });
-          const tls = await Deno.startTls(tcp, {
-            hostname: "a.test",
-            caCerts: [world.caCert],
-            alpnProtocols: ["http/1.1"],
-          });
+          const tls = await tlsHttp1(world);
           try {
             await tls.write(new TextEncoder().encode("GET /sse HTTP/1.1\r\nHost: a.test\r\n\r\n"));
             let text = "";

@@ -22,17 +22,17 @@ import { waitFor } from "../../tests/support/wait.ts";
 import {
   type H2Stream,
   type H2World,
+  openH2,
   RawH2,
-  startH2World,
   statusOf,
   textOf,
+  withH2World,
 } from "./_hostile_h2.ts";
 
 type Fields = [string, string][];
 
 const enc = new TextEncoder();
 const TRANSPORTS = ["tls", "h2c"] as const;
-type Transport = typeof TRANSPORTS[number];
 
 /** One request head as the backend received it, and what followed it. */
 interface SeenRequest {
@@ -110,12 +110,6 @@ function route(port: number) {
   return [{ host: "a.test", endpoints: [{ address: "127.0.0.1", port }], service: "t/a" }];
 }
 
-function open(world: H2World, transport: Transport): Promise<RawH2> {
-  return transport === "tls"
-    ? RawH2.open({ port: world.httpsPort, tls: { serverName: "a.test", caCerts: [world.caCert] } })
-    : RawH2.open({ port: world.httpPort });
-}
-
 function head(method: string, path: string, extra: Fields = [], authority = "a.test"): Fields {
   return [[":method", method], [":scheme", "https"], [":authority", authority], [
     ":path",
@@ -143,12 +137,7 @@ async function withBackendWorld(
 ): Promise<void> {
   const backend = rawLogBackend();
   try {
-    const world = await startH2World(route(backend.port));
-    try {
-      await fn(world, backend);
-    } finally {
-      await world.close();
-    }
+    await withH2World(route(backend.port), (world) => fn(world, backend));
   } finally {
     await backend.close();
   }
@@ -257,7 +246,7 @@ Deno.test("h2: hostile pseudo-headers, names, values and framing fields never re
       const outcomes: string[] = [];
       for (const [name, fields, body] of PROBES) {
         const before = backend.seen.length;
-        const h2 = await open(world, transport);
+        const h2 = await openH2(world, transport);
         let stream: H2Stream | undefined;
         try {
           stream = await send(h2, fields, body);
@@ -286,7 +275,7 @@ Deno.test("h2: hostile pseudo-headers, names, values and framing fields never re
         }
       }
       // The pooled upstream connections are still in step.
-      const h2 = await open(world, transport);
+      const h2 = await openH2(world, transport);
       try {
         const after = await send(h2, head("GET", "/after"));
         assertEquals([statusOf(after), textOf(after)], [200, "/after"], outcomes.join("\n"));
@@ -314,7 +303,7 @@ Deno.test("h2: two content-length fields that disagree get 400 and never reach t
       ];
       for (const [extra, body] of cases) {
         const before = backend.seen.length;
-        const h2 = await open(world, transport);
+        const h2 = await openH2(world, transport);
         try {
           const warm = await send(h2, head("GET", "/warm"));
           assertEquals(statusOf(warm), 200);
@@ -346,7 +335,7 @@ Deno.test("h2: content-length fields that agree reach the backend as one field, 
   await withBackendWorld(async (world, backend) => {
     for (const transport of TRANSPORTS) {
       const before = backend.seen.length;
-      const h2 = await open(world, transport);
+      const h2 = await openH2(world, transport);
       try {
         for (
           const [fields, body] of [
@@ -388,7 +377,7 @@ Deno.test('h2: 300 cookie fields reach the backend as one Cookie field joined wi
     for (const transport of TRANSPORTS) {
       const before = backend.seen.length;
       const cookies: Fields = Array.from({ length: 300 }, (_, i) => ["cookie", `c${i}=v${i}`]);
-      const h2 = await open(world, transport);
+      const h2 = await openH2(world, transport);
       try {
         assertEquals(statusOf(await send(h2, head("GET", "/cookies", cookies))), 200);
       } finally {
@@ -406,7 +395,7 @@ Deno.test("h2: request trailers that name framing fields or carry a request neve
   await withBackendWorld(async (world, backend) => {
     for (const transport of TRANSPORTS) {
       const before = backend.seen.length;
-      const h2 = await open(world, transport);
+      const h2 = await openH2(world, transport);
       try {
         for (
           const trailers of [
@@ -470,18 +459,14 @@ async function withFetchH2(
 ): Promise<void> {
   const backend = answeringBackend(answers);
   try {
-    const world = await startH2World([{
+    await withH2World([{
       host: "localhost",
       endpoints: [{ address: "127.0.0.1", port: backend.port }],
       service: "t/a",
-    }]);
-    const client = Deno.createHttpClient({ http1: false, http2: true, caCerts: [world.caCert] });
-    try {
+    }], async (world) => {
+      using client = Deno.createHttpClient({ http1: false, http2: true, caCerts: [world.caCert] });
       await fn((path) => fetch(`https://localhost:${world.httpsPort}${path}`, { client }), backend);
-    } finally {
-      client.close();
-      await world.close();
-    }
+    });
   } finally {
     await backend.close();
   }
@@ -563,10 +548,9 @@ Deno.test("h2: a backend answering before it reads an upload never gets another 
     }
   }, { noDelay: true });
   try {
-    const world = await startH2World(route(backend.port));
-    try {
+    await withH2World(route(backend.port), async (world) => {
       for (const transport of TRANSPORTS) {
-        const h2 = await open(world, transport);
+        const h2 = await openH2(world, transport);
         try {
           const smuggled = "GET /smuggled HTTP/1.1\r\nHost: a.test\r\n\r\n";
           for (const size of [1_000, 200_000]) {
@@ -589,9 +573,7 @@ Deno.test("h2: a backend answering before it reads an upload never gets another 
           await h2.close();
         }
       }
-    } finally {
-      await world.close();
-    }
+    });
   } finally {
     await backend.close();
   }

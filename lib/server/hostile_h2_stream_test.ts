@@ -26,10 +26,10 @@ import {
 import {
   type H2Stream,
   type H2World,
-  RawH2,
-  startH2World,
+  openH2,
   statusOf,
   textOf,
+  withH2World,
 } from "./_hostile_h2.ts";
 
 type Fields = [string, string][];
@@ -44,29 +44,8 @@ function route(host: string | undefined, port: number, service: string): StaticR
   };
 }
 
-async function withWorld(
-  routes: readonly StaticRoute[],
-  fn: (world: H2World) => Promise<void>,
-): Promise<void> {
-  const world = await startH2World(routes);
-  try {
-    await fn(world);
-  } finally {
-    await world.close();
-  }
-}
-
 /** Both ways a client speaks h2 to Sluice: TLS with ALPN h2, and h2c with prior knowledge. */
 const TRANSPORTS = ["tls", "h2c"] as const;
-
-function open(world: H2World, transport: "tls" | "h2c" = "tls"): Promise<RawH2> {
-  return transport === "tls"
-    ? RawH2.open({
-      port: world.httpsPort,
-      tls: { serverName: "a.test", caCerts: [world.caCert] },
-    })
-    : RawH2.open({ port: world.httpPort });
-}
 
 function get(authority: string | undefined, path = "/x", extra: Fields = []): Fields {
   return [
@@ -95,7 +74,7 @@ async function exchange(
   headers: Fields,
   body?: Uint8Array,
 ): Promise<H2Stream> {
-  const h2 = await open(world, transport);
+  const h2 = await openH2(world, transport);
   try {
     const id = await h2.request(headers, body === undefined);
     if (body !== undefined) await h2.data(id, body, true);
@@ -127,7 +106,7 @@ async function withEcho(
   const a = await startEchoBackend({ name: "a" });
   const b = await startEchoBackend({ name: "b" });
   try {
-    await withWorld(
+    await withH2World(
       [route("a.test", a.port, "t/a"), route("b.test", b.port, "t/b")],
       (world) => fn(world, [a, b]),
     );
@@ -269,7 +248,7 @@ Deno.test('h2: cookies split over several fields reach the backend as one Cookie
 Deno.test("h2: request trailers are dropped and the body reaches the backend whole, chunked", async () => {
   await withEcho(async (world, backends) => {
     const marks = backends.map((b) => b.requests.length);
-    const h2 = await open(world);
+    const h2 = await openH2(world);
     try {
       const id = await h2.request(post("/up"), false);
       await h2.data(id, enc.encode("hello"));
@@ -337,7 +316,7 @@ interface UploadRecord {
 Deno.test("h2: a content-length the DATA contradicts resets the stream, and the backend never gets a complete request", async () => {
   const sink = uploadSink();
   try {
-    await withWorld([route("a.test", sink.port, "t/sink")], async (world) => {
+    await withH2World([route("a.test", sink.port, "t/sink")], async (world) => {
       for (const transport of TRANSPORTS) {
         for (
           const [declared, sent] of [[10, 3], [2, 3], [200_000, 80_000], [70_000, 80_000]]
@@ -364,11 +343,11 @@ Deno.test("h2: a content-length the DATA contradicts resets the stream, and the 
 Deno.test("h2: a stream reset mid-upload with content-length never reaches the backend complete, and its connection is not reused", async () => {
   const sink = uploadSink();
   try {
-    await withWorld([route("a.test", sink.port, "t/sink")], async (world) => {
+    await withH2World([route("a.test", sink.port, "t/sink")], async (world) => {
       for (const transport of TRANSPORTS) {
         const before = sink.log.length;
         const readBefore = sink.connections.reduce((n, c) => n + c.read, 0);
-        const h2 = await open(world, transport);
+        const h2 = await openH2(world, transport);
         try {
           const id = await h2.request(post("/reset", [["content-length", "1000000"]]), false);
           await h2.data(id, new Uint8Array(100_000));
@@ -406,9 +385,9 @@ Deno.test({
   fn: async () => {
     const sink = uploadSink();
     try {
-      await withWorld([route("a.test", sink.port, "t/sink")], async (world) => {
+      await withH2World([route("a.test", sink.port, "t/sink")], async (world) => {
         for (let round = 0; round < 20; round++) {
-          const h2 = await open(world, round % 2 === 0 ? "tls" : "h2c");
+          const h2 = await openH2(world, round % 2 === 0 ? "tls" : "h2c");
           try {
             // A pooled upstream connection is ready (no connect to wait for), then a stream
             // sends a little DATA and is reset at once.
@@ -460,8 +439,8 @@ Deno.test("h2: many streams on one connection are served concurrently: a fast on
     }
   }, { noDelay: true });
   try {
-    await withWorld([route("a.test", backend.port, "t/slow")], async (world) => {
-      const h2 = await open(world);
+    await withH2World([route("a.test", backend.port, "t/slow")], async (world) => {
+      const h2 = await openH2(world);
       try {
         const slow: number[] = [];
         for (let i = 0; i < 16; i++) slow.push(await h2.request(get("a.test", `/slow/${i}`)));
@@ -509,10 +488,10 @@ function bigBackend(): ScriptedBackend & { readonly log: [string, number][] } {
 Deno.test("h2: a stream reset mid-download aborts the upstream exchange and its connection is not reused", async () => {
   const backend = bigBackend();
   try {
-    await withWorld([route("a.test", backend.port, "t/big")], async (world) => {
+    await withH2World([route("a.test", backend.port, "t/big")], async (world) => {
       for (const transport of TRANSPORTS) {
         const first = backend.log.length;
-        const h2 = await open(world, transport);
+        const h2 = await openH2(world, transport);
         try {
           const id = await h2.request(get("a.test", "/big"));
           await h2.until(
@@ -632,7 +611,7 @@ Deno.test("http/1.1: a 50 MB chunked upload in odd-sized chunks with extensions 
   const sink = uploadSink();
   const size = 50_000_000;
   try {
-    await withWorld([route(undefined, sink.port, "t/sink")], async (world) => {
+    await withH2World([route(undefined, sink.port, "t/sink")], async (world) => {
       const conn = await connectHttp(world);
       try {
         await writeAll(
@@ -689,7 +668,7 @@ Deno.test("http/1.1: SSE events reach the client one by one, the first before th
     await conn.write("0\r\n\r\n");
   }, { noDelay: true });
   try {
-    await withWorld([route(undefined, backend.port, "t/sse")], async (world) => {
+    await withH2World([route(undefined, backend.port, "t/sse")], async (world) => {
       const conn = await connectHttp(world);
       try {
         await writeAll(conn, enc.encode("GET /sse HTTP/1.1\r\nHost: a.test\r\n\r\n"));
@@ -728,7 +707,7 @@ Deno.test("http/1.1: a client that stops reading a 200 MB download pauses the ba
     for (let sent = 0; sent < size; sent += block.length) await conn.write(block);
   }, { noDelay: true });
   try {
-    await withWorld([route(undefined, backend.port, "t/big")], async (world) => {
+    await withH2World([route(undefined, backend.port, "t/big")], async (world) => {
       const conn = await connectHttp(world);
       try {
         const rssBefore = rssBytes();
@@ -790,7 +769,7 @@ Deno.test("http/1.1: a client that stops reading a 200 MB download pauses the ba
 Deno.test("http/1.1: a client leaving mid-download aborts the upstream exchange and its connection is not reused", async () => {
   const backend = bigBackend();
   try {
-    await withWorld([route(undefined, backend.port, "t/big")], async (world) => {
+    await withH2World([route(undefined, backend.port, "t/big")], async (world) => {
       const conn = await connectHttp(world);
       await writeAll(conn, enc.encode("GET /big HTTP/1.1\r\nHost: a.test\r\n\r\n"));
       let received = 0;
@@ -818,7 +797,7 @@ Deno.test("http/1.1: a client leaving mid-download aborts the upstream exchange 
 Deno.test("http/1.1: an upload cut mid-body (Content-Length or chunked, small or streamed) never reaches the backend as a complete request", async () => {
   const sink = uploadSink();
   try {
-    await withWorld([route(undefined, sink.port, "t/sink")], async (world) => {
+    await withH2World([route(undefined, sink.port, "t/sink")], async (world) => {
       // [framing field, body bytes sent, whether the proxy streams them before the cut]
       const cases: [string, Uint8Array, boolean][] = [
         ["Content-Length: 1000\r\n", new Uint8Array(500), false],

@@ -201,10 +201,18 @@ export function service(name: string, targetPort: number): KubeObject {
   } as KubeObject;
 }
 
-/** An EndpointSlice of Service `serviceName` with ready endpoints at `addresses`:`port`. */
+/**
+ * An EndpointSlice of Service `serviceName` with ready endpoints at
+ * `addresses`:`port`, of `addressType` (default IPv4).
+ */
 export function endpointSlice(
   name: string,
-  options: { service: string; addresses: readonly string[]; port: number },
+  options: {
+    service: string;
+    addresses: readonly string[];
+    port: number;
+    addressType?: "IPv4" | "IPv6" | "FQDN";
+  },
 ): KubeObject {
   return {
     apiVersion: "discovery.k8s.io/v1",
@@ -216,7 +224,7 @@ export function endpointSlice(
         "endpointslice.kubernetes.io/managed-by": "sluice-e2e-tests",
       },
     },
-    addressType: "IPv4",
+    addressType: options.addressType ?? "IPv4",
     ports: [{ name: "http", port: options.port, protocol: "TCP" }],
     endpoints: options.addresses.map((address) => ({
       addresses: [address],

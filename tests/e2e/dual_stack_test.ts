@@ -13,15 +13,21 @@
  */
 import { join } from "node:path";
 import { assertEquals } from "../support/assert.ts";
-import { startEchoBackend } from "../support/echo_backend.ts";
+import { type EchoBackend, startEchoBackend } from "../support/echo_backend.ts";
 import { writeManifestDir } from "../support/manifest_dir.ts";
 import { apply } from "../support/manifests.ts";
 import { createTestHost } from "../support/netns.ts";
-import { spawnSluice } from "../support/sluice_process.ts";
+import { type SluiceProcess, spawnSluice } from "../support/sluice_process.ts";
 import { waitFor } from "../support/wait.ts";
-import type { KubeObject } from "../../lib/k8s/kube_client.ts";
 import { ENDPOINT_SLICES } from "../../lib/k8s/resources.ts";
-import { e2eWorld, HostClient, hostIngress, service, withController } from "./cluster_fixture.ts";
+import {
+  e2eWorld,
+  endpointSlice,
+  HostClient,
+  hostIngress,
+  service,
+  withController,
+} from "./cluster_fixture.ts";
 
 /** A site whose only EndpointSlice is `addressType: IPv6`, at `[::1]:port`. */
 function ipv6SiteYaml(namespace: string, host: string, port: number): string {
@@ -65,7 +71,14 @@ async function getText(url: string, host: string, client: Deno.HttpClient) {
   return { status: response.status, body: await response.text() };
 }
 
-Deno.test("Sluice proxies to an IPv6 EndpointSlice and logs the upstream bracketed", async () => {
+/**
+ * Runs `fn` against a ready Sluice (one worker) serving `v6.test` from a
+ * `--manifests` directory to an echo backend at `[::1]` (pod `v6`), with an
+ * HTTP client that may set Host; stops and removes everything after it.
+ */
+async function withV6Site(
+  fn: (sluice: SluiceProcess, client: Deno.HttpClient, backend: EchoBackend) => Promise<void>,
+): Promise<void> {
   const backend = await startEchoBackend({ hostname: "::1", name: "web", pod: "v6" });
   const dir = await writeManifestDir([]);
   await Deno.writeTextFile(join(dir.path, "v6.yaml"), ipv6SiteYaml("v6", "v6.test", backend.port));
@@ -77,6 +90,16 @@ Deno.test("Sluice proxies to an IPv6 EndpointSlice and logs the upstream bracket
   using client = Deno.createHttpClient({ allowHost: true });
   try {
     await sluice.ready();
+    await fn(sluice, client, backend);
+  } finally {
+    await sluice.stop();
+    await backend.close();
+    await dir.remove();
+  }
+}
+
+Deno.test("Sluice proxies to an IPv6 EndpointSlice and logs the upstream bracketed", async () => {
+  await withV6Site(async (sluice, client, backend) => {
     const answer = await getText(`http://127.0.0.1:${sluice.httpPort}/x`, "v6.test", client);
     assertEquals(answer.status, 200, answer.body);
     assertEquals(JSON.parse(answer.body).pod, "v6");
@@ -85,11 +108,7 @@ Deno.test("Sluice proxies to an IPv6 EndpointSlice and logs the upstream bracket
       () => sluice.records().find((r) => r.logger === "sluice.access" && r.host === "v6.test"),
     );
     assertEquals(line.upstream, `[::1]:${backend.port}`);
-  } finally {
-    await sluice.stop();
-    await backend.close();
-    await dir.remove();
-  }
+  });
 });
 
 // Was a bug: every port listened on 0.0.0.0 only, so in an IPv6-only cluster neither traffic nor
@@ -98,20 +117,7 @@ Deno.test("Sluice proxies to an IPv6 EndpointSlice and logs the upstream bracket
 Deno.test({
   name: "IPv6 clients reach Sluice's HTTP, HTTPS and health ports, as in an IPv6-only cluster",
   async fn() {
-    const backend = await startEchoBackend({ hostname: "::1", name: "web", pod: "v6" });
-    const dir = await writeManifestDir([]);
-    await Deno.writeTextFile(
-      join(dir.path, "v6.yaml"),
-      ipv6SiteYaml("v6", "v6.test", backend.port),
-    );
-    const sluice = await spawnSluice([
-      `--manifests=${dir.path}`,
-      "--workers=1",
-      "--shutdown-delay=0s",
-    ]);
-    using client = Deno.createHttpClient({ allowHost: true });
-    try {
-      await sluice.ready();
+    await withV6Site(async (sluice, client) => {
       const health = await getText(`http://[::1]:${sluice.healthPort}/readyz`, "x", client);
       assertEquals(health.status, 200);
       const answer = await getText(`http://[::1]:${sluice.httpPort}/`, "v6.test", client);
@@ -126,36 +132,9 @@ Deno.test({
       assertEquals(v4Xff, "127.0.0.1");
       const conn = await Deno.connect({ hostname: "::1", port: sluice.httpsPort });
       conn.close();
-    } finally {
-      await sluice.stop();
-      await backend.close();
-      await dir.remove();
-    }
+    });
   },
 });
-
-/** An EndpointSlice of Service `web` of one address family, every endpoint ready. */
-function slice(
-  name: string,
-  addressType: "IPv4" | "IPv6" | "FQDN",
-  addresses: readonly string[],
-  port: number,
-): KubeObject {
-  return {
-    apiVersion: "discovery.k8s.io/v1",
-    kind: "EndpointSlice",
-    metadata: {
-      name,
-      labels: {
-        "kubernetes.io/service-name": "web",
-        "endpointslice.kubernetes.io/managed-by": "sluice-e2e-tests",
-      },
-    },
-    addressType,
-    ports: [{ name: "http", port, protocol: "TCP" }],
-    endpoints: addresses.map((address) => ({ addresses: [address], conditions: { ready: true } })),
-  } as KubeObject;
-}
 
 /** `pod family` of each of `n` answers (family from the source address the backend saw). */
 async function seen(http: HostClient, port: number, n: number): Promise<string[]> {
@@ -192,10 +171,12 @@ Deno.test("a dual-stack Service's IPv4 and IPv6 slices reach every pod on both f
       hostB.startEchoBackend({ port: 8080, service: "web", pod: "web-b", hostname: "::" }),
     ]);
     await apply(admin, service("web", 8080), at);
-    await apply(admin, slice("web-v4", "IPv4", [hostA.address, hostB.address], 8080), at);
-    await apply(admin, slice("web-v6", "IPv6", [hostA.address6!, hostB.address6!], 8080), at);
+    const slice = (name: string, addressType: "IPv4" | "IPv6" | "FQDN", addresses: string[]) =>
+      endpointSlice(name, { service: "web", addressType, addresses, port: 8080 });
+    await apply(admin, slice("web-v4", "IPv4", [hostA.address, hostB.address]), at);
+    await apply(admin, slice("web-v6", "IPv6", [hostA.address6!, hostB.address6!]), at);
     // Never connected to: a name that resolves nowhere.
-    await apply(admin, slice("web-fqdn", "FQDN", ["pod-c.invalid"], 8080), at);
+    await apply(admin, slice("web-fqdn", "FQDN", ["pod-c.invalid"]), at);
     await apply(
       admin,
       hostIngress("dual", { className: w.className, host: "dual.e2e.test", service: "web" }),

@@ -167,14 +167,15 @@ function report(what: string, data: Record<string, unknown>): void {
 }
 
 /** Test hosts named after pods, and a world around them; everything closed at the end. */
-async function setUp(prefix: string, pods: readonly string[]) {
+async function setUp<const P extends readonly string[]>(prefix: string, pods: P) {
   const w = await e2eWorld(prefix);
   const hosts: TestHost[] = [];
   try {
     for (const pod of pods) hosts.push(await createTestHost({ name: pod }));
+    /** One backend a pod, in the order of `pods`. */
     const backends = await Promise.all(
       hosts.map((host, i) => startRolloutBackend(host, { port: PORT, pod: pods[i]! })),
-    );
+    ) as { [K in keyof P]: RolloutBackend };
     const admin = w.admin.client;
     const at = { namespace: w.ns };
     return {
@@ -205,6 +206,27 @@ async function setUp(prefix: string, pods: readonly string[]) {
   }
 }
 
+/**
+ * Once Sluice serves {@linkcode HOST}: steady traffic from {@linkcode CLIENTS}
+ * clients, returned when `first` (if given) has answered and then `warmUp`
+ * requests (default 100) have been made. Stop it (or dispose it).
+ */
+async function startLoad(
+  sluice: SluiceProcess,
+  options: { first?: RolloutBackend; warmUp?: number } = {},
+): Promise<Traffic> {
+  await served(sluice);
+  const traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
+  try {
+    if (options.first !== undefined) await answeredBy(traffic, options.first.pod, 0);
+    await trafficAfter(traffic, Date.now(), options.warmUp ?? 100);
+  } catch (error) {
+    await traffic.stop();
+    throw error;
+  }
+  return traffic;
+}
+
 function controllerOptions(w: Awaited<ReturnType<typeof e2eWorld>>) {
   return {
     credentials: w.credentials,
@@ -227,18 +249,11 @@ function summary(results: readonly TrafficResult[]) {
 Deno.test("a rolling update with readiness and draining loses no GET and no POST", async () => {
   await using env = await setUp("e2e-rollout", ["old-a", "old-b", "new-c", "new-d"]);
   const { w, admin, at } = env;
-  const [oldA, oldB, newC, newD] = env.backends as [
-    RolloutBackend,
-    RolloutBackend,
-    RolloutBackend,
-    RolloutBackend,
-  ];
+  const [oldA, oldB, newC, newD] = env.backends;
   await env.serve("web-abc12", [oldA, oldB]);
 
   await withController(controllerOptions(w), async (sluice, exit) => {
-    await served(sluice);
-    await using traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
-    await trafficAfter(traffic, Date.now(), 100);
+    await using traffic = await startLoad(sluice);
 
     // maxSurge 1, maxUnavailable 0: one new pod ready, then one old pod terminating (and
     // drained once Sluice no longer sends it anything), then gone from the slice.
@@ -306,14 +321,11 @@ Deno.test("a rolling update with readiness and draining loses no GET and no POST
 Deno.test("a pod dying abruptly while ready costs no GET and at most the POSTs in flight on it", async () => {
   await using env = await setUp("e2e-rollout-kill", ["pod-a", "pod-b", "pod-c"]);
   const { w, admin, at } = env;
-  const [podA, podB, podC] = env.backends as [RolloutBackend, RolloutBackend, RolloutBackend];
+  const [podA, podB, podC] = env.backends;
   await env.serve("web-x1", [podA, podB, podC]);
 
   await withController(controllerOptions(w), async (sluice, exit) => {
-    await served(sluice);
-    await using traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
-    await answeredBy(traffic, podA.pod, 0);
-    await trafficAfter(traffic, Date.now(), 100);
+    await using traffic = await startLoad(sluice, { first: podA });
     const connectErrorsBefore = await metricSum(sluice, "sluice_upstream_connect_errors_total");
     const retriesBefore = await metricSum(sluice, "sluice_upstream_retries_total");
 
@@ -359,18 +371,11 @@ Deno.test("a pod dying abruptly while ready costs no GET and at most the POSTs i
 Deno.test("a slice replaced by another, and a scale to zero and back, cost nothing but 503s while at zero", async () => {
   await using env = await setUp("e2e-rollout-churn", ["pod-a", "pod-b", "pod-c", "pod-d"]);
   const { w, admin, at } = env;
-  const [podA, podB, podC, podD] = env.backends as [
-    RolloutBackend,
-    RolloutBackend,
-    RolloutBackend,
-    RolloutBackend,
-  ];
+  const [podA, podB, podC, podD] = env.backends;
   await env.serve("web-old", [podA, podB]);
 
   await withController(controllerOptions(w), async (sluice, exit) => {
-    await served(sluice);
-    await using traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
-    await trafficAfter(traffic, Date.now(), 100);
+    await using traffic = await startLoad(sluice);
 
     // The EndpointSlice controller moves endpoints to a new slice: the new one is created
     // before the old one is deleted.
@@ -423,14 +428,11 @@ Deno.test("a slice replaced by another, and a scale to zero and back, cost nothi
 Deno.test("a pod terminated with no preStop delay (SIGTERM as its endpoint turns not ready) loses no GET", async () => {
   await using env = await setUp("e2e-rollout-sigterm", ["pod-a", "pod-b", "pod-c"]);
   const { w, admin, at } = env;
-  const [podA, podB, podC] = env.backends as [RolloutBackend, RolloutBackend, RolloutBackend];
+  const [podA, podB, podC] = env.backends;
   await env.serve("web-x1", [podA, podB, podC]);
 
   await withController(controllerOptions(w), async (sluice, exit) => {
-    await served(sluice);
-    await using traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
-    await answeredBy(traffic, podA.pod, 0);
-    await trafficAfter(traffic, Date.now(), 100);
+    await using traffic = await startLoad(sluice, { first: podA });
     const at0 = traffic.results.length;
     const retriesBefore = await metricSum(sluice, "sluice_upstream_retries_total");
 
@@ -491,13 +493,11 @@ Deno.test("a pod terminated with no preStop delay (SIGTERM as its endpoint turns
 Deno.test("snapshot swaps under load keep upstream connections pooled and round-robin even", async () => {
   await using env = await setUp("e2e-rollout-swaps", ["pod-a", "pod-b", "pod-c"]);
   const { w, admin, at } = env;
-  const [podA, podB, podC] = env.backends as [RolloutBackend, RolloutBackend, RolloutBackend];
+  const [podA, podB, podC] = env.backends;
   await env.serve("web-x1", [podA, podB]);
 
   await withController(controllerOptions(w), async (sluice, exit) => {
-    await served(sluice);
-    await using traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
-    await trafficAfter(traffic, Date.now(), 200);
+    await using traffic = await startLoad(sluice, { warmUp: 200 });
     const before = await podA.stats();
     // Twenty swaps: pod-c scaled in and out while pod-a and pod-b stay.
     const swaps: number[] = [];
@@ -563,17 +563,14 @@ Deno.test({
   fn: async () => {
     await using env = await setUp("e2e-rollout-hole", ["pod-a", "pod-b", "pod-c"]);
     const { w } = env;
-    const [podA, podB, podC] = env.backends as [RolloutBackend, RolloutBackend, RolloutBackend];
+    const [podA, podB, podC] = env.backends;
     await env.serve("web-x1", [podA, podB, podC]);
 
     await withController({
       ...controllerOptions(w),
       extraArgs: ["--proxy-connect-timeout=300ms", "--proxy-read-timeout=1s"],
     }, async (sluice, exit) => {
-      await served(sluice);
-      await using traffic = startTraffic({ port: sluice.httpPort, host: HOST, clients: CLIENTS });
-      await answeredBy(traffic, podA.pod, 0);
-      await trafficAfter(traffic, Date.now(), 100);
+      await using traffic = await startLoad(sluice, { first: podA });
       const at0 = traffic.results.length;
       const cutAt = Date.now();
       await blackHole(env.hosts[0]!);

@@ -68,6 +68,78 @@ interface Opened<T> {
   readonly number: number;
 }
 
+/** What one request on an open connection gave, and whether the next may use that connection. */
+interface Exchanged {
+  readonly status: number;
+  readonly pod: string | undefined;
+  readonly failure: string | undefined;
+  readonly keep: boolean;
+}
+
+/** One client's kind of connection: how to open it, send one request on it, and close it. */
+interface ClientKind<T> {
+  readonly protocol: HttpsResult["protocol"];
+  open(): Promise<T>;
+  /** Throws for a network failure (the connection is then closed). */
+  exchange(conn: T): Promise<Exchanged>;
+  close(conn: T): Promise<void> | void;
+}
+
+/**
+ * One client: a request at a time while `take()` allows, on a connection
+ * opened when there is none (a handshake failure is that request's outcome),
+ * each outcome pushed to `results` with the connection's number.
+ */
+async function runClient<T>(
+  kind: ClientKind<T>,
+  client: number,
+  options: { take: () => boolean; results: HttpsResult[] },
+): Promise<void> {
+  let open: Opened<T> | undefined;
+  let connections = 0;
+  try {
+    while (options.take()) {
+      const start = Date.now();
+      let status = 0;
+      let pod: string | undefined;
+      let failure: string | undefined;
+      if (open === undefined) {
+        connections++;
+        try {
+          open = { conn: await kind.open(), number: connections };
+        } catch (error) {
+          failure = `handshake: ${messageOf(error)}`;
+        }
+      }
+      const number = open?.number ?? connections;
+      if (open !== undefined) {
+        let keep = false;
+        try {
+          ({ status, pod, failure, keep } = await kind.exchange(open.conn));
+        } catch (error) {
+          failure = `network: ${messageOf(error)}`;
+        }
+        if (!keep) {
+          await kind.close(open.conn);
+          open = undefined;
+        }
+      }
+      options.results.push({
+        protocol: kind.protocol,
+        client,
+        connection: number,
+        start,
+        end: Date.now(),
+        status,
+        pod,
+        failure,
+      });
+    }
+  } finally {
+    if (open !== undefined) await kind.close(open.conn);
+  }
+}
+
 function podOf(body: string): string | undefined {
   try {
     return (JSON.parse(body) as { pod?: string }).pod;
@@ -114,137 +186,77 @@ export function startHttpsTraffic(options: HttpsTrafficOptions): HttpsTraffic {
   const path = options.path ?? "/";
   let stopping = false;
   let sent = 0;
-  const more = () => !stopping && sent < maxRequests;
+  const take = () => {
+    if (stopping || sent >= maxRequests) return false;
+    sent++;
+    return true;
+  };
 
-  const http1 = async (client: number) => {
-    let open: Opened<RawConnection> | undefined;
-    let connections = 0;
+  const http1 = (): ClientKind<RawConnection> => {
     let onThis = 0;
-    try {
-      while (more()) {
-        sent++;
-        const start = Date.now();
-        let status = 0;
-        let pod: string | undefined;
-        let failure: string | undefined;
-        if (open === undefined) {
-          connections++;
-          try {
-            open = {
-              conn: RawConnection.wrap(await openTls(options, "http/1.1")),
-              number: connections,
-            };
-            onThis = 0;
-          } catch (error) {
-            failure = `handshake: ${messageOf(error)}`;
-          }
-        }
-        const number = open?.number ?? connections;
-        const current = open;
-        if (current !== undefined) {
-          try {
-            await current.conn.send(
-              `GET ${path} HTTP/1.1\r\nHost: ${options.serverName}\r\nUser-Agent: https-traffic\r\n\r\n`,
-            );
-            const response = await current.conn.readResponse({ timeoutMs });
-            status = response.status;
-            const body = new TextDecoder().decode(response.body);
-            pod = podOf(body);
-            if (status !== 200) failure = `status ${status}`;
-            onThis++;
-            const closing = headerValue(response.headers, "connection")?.toLowerCase() === "close";
-            if (closing || (reconnectEvery > 0 && onThis >= reconnectEvery)) {
-              current.conn.close();
-              open = undefined;
-            }
-          } catch (error) {
-            failure = `network: ${messageOf(error)}`;
-            current.conn.close();
-            open = undefined;
-          }
-        }
-        results.push({
-          protocol: "http/1.1",
-          client,
-          connection: number,
-          start,
-          end: Date.now(),
+    return {
+      protocol: "http/1.1",
+      async open() {
+        const conn = RawConnection.wrap(await openTls(options, "http/1.1"));
+        onThis = 0;
+        return conn;
+      },
+      async exchange(conn) {
+        await conn.send(
+          `GET ${path} HTTP/1.1\r\nHost: ${options.serverName}\r\nUser-Agent: https-traffic\r\n\r\n`,
+        );
+        const response = await conn.readResponse({ timeoutMs });
+        const status = response.status;
+        onThis++;
+        const closing = headerValue(response.headers, "connection")?.toLowerCase() === "close";
+        return {
           status,
-          pod,
-          failure,
-        });
-      }
-    } finally {
-      open?.conn.close();
-    }
+          pod: podOf(new TextDecoder().decode(response.body)),
+          failure: status !== 200 ? `status ${status}` : undefined,
+          keep: !closing && !(reconnectEvery > 0 && onThis >= reconnectEvery),
+        };
+      },
+      close: (conn) => conn.close(),
+    };
   };
 
-  const h2 = async (client: number) => {
-    let open: Opened<RawH2> | undefined;
-    let connections = 0;
-    try {
-      while (more()) {
-        sent++;
-        const start = Date.now();
-        let status = 0;
-        let pod: string | undefined;
-        let failure: string | undefined;
-        if (open === undefined) {
-          connections++;
-          try {
-            open = {
-              conn: await RawH2.open({
-                port: options.port,
-                tls: { serverName: options.serverName, caCerts: options.caCerts },
-              }),
-              number: connections,
-            };
-          } catch (error) {
-            failure = `handshake: ${messageOf(error)}`;
-          }
-        }
-        const number = open?.number ?? connections;
-        if (open !== undefined) {
-          try {
-            const id = await open.conn.request([
-              [":method", "GET"],
-              [":scheme", "https"],
-              [":authority", options.serverName],
-              [":path", path],
-            ]);
-            const stream = await open.conn.finished(id, timeoutMs);
-            status = statusOf(stream) ?? 0;
-            pod = podOf(textOf(stream));
-            if (stream.reset !== undefined) failure = `reset ${stream.reset}`;
-            else if (!stream.ended) failure = `goaway ${JSON.stringify(open.conn.goaway)}`;
-            else if (status !== 200) failure = `status ${status}`;
-          } catch (error) {
-            failure = `network: ${messageOf(error)}`;
-          }
-          if (failure !== undefined || open.conn.closed || open.conn.goaway !== undefined) {
-            await open.conn.close();
-            open = undefined;
-          }
-        }
-        results.push({
-          protocol: "h2",
-          client,
-          connection: number,
-          start,
-          end: Date.now(),
-          status,
-          pod,
-          failure,
-        });
-      }
-    } finally {
-      await open?.conn.close();
-    }
+  const h2: ClientKind<RawH2> = {
+    protocol: "h2",
+    open: () =>
+      RawH2.open({
+        port: options.port,
+        tls: { serverName: options.serverName, caCerts: options.caCerts },
+      }),
+    async exchange(conn) {
+      const id = await conn.request([
+        [":method", "GET"],
+        [":scheme", "https"],
+        [":authority", options.serverName],
+        [":path", path],
+      ]);
+      const stream = await conn.finished(id, timeoutMs);
+      const status = statusOf(stream) ?? 0;
+      const failure = stream.reset !== undefined
+        ? `reset ${stream.reset}`
+        : !stream.ended
+        ? `goaway ${JSON.stringify(conn.goaway)}`
+        : status !== 200
+        ? `status ${status}`
+        : undefined;
+      return {
+        status,
+        pod: podOf(textOf(stream)),
+        failure,
+        keep: failure === undefined && !conn.closed && conn.goaway === undefined,
+      };
+    },
+    close: (conn) => conn.close(),
   };
 
+  const shared = { take, results };
   const running = Promise.all([
-    ...Array.from({ length: options.http1Clients ?? 3 }, (_, n) => http1(n)),
-    ...Array.from({ length: options.h2Clients ?? 2 }, (_, n) => h2(100 + n)),
+    ...Array.from({ length: options.http1Clients ?? 3 }, (_, n) => runClient(http1(), n, shared)),
+    ...Array.from({ length: options.h2Clients ?? 2 }, (_, n) => runClient(h2, 100 + n, shared)),
   ]);
   const stop = async () => {
     stopping = true;
