@@ -368,6 +368,17 @@ async function exchange(
     normalizeContentLength(responseHead.headers, responseHead.contentLength);
     return answer(null);
   }
+  if (responseHead.status === 205) {
+    // A 205 has no content (RFC 9110 section 15.3.6) and Deno refuses one, but RFC 9112 frames
+    // whatever it carries like a 200's (an empty chunked body, or one delimited by the close):
+    // the client gets none, and the connection is closed rather than read to its end.
+    responseFinished = true;
+    signal?.removeEventListener("abort", onAbort);
+    release(false);
+    normalizeContentLength(responseHead.headers, undefined);
+    done = Promise.resolve({ bytes: 0, complete: true });
+    return answer(null);
+  }
   if (responseHead.framing === "length" && responseHead.contentLength <= FULL_BODY_BYTES) {
     // Small bodies are read whole: Deno.serve sends bytes far cheaper than a stream, and a
     // backend failing mid-body still gets a clean 502 instead of a truncated response.
