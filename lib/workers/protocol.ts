@@ -35,6 +35,19 @@ export interface WorkerConfig {
   readonly logging?: { readonly level: LogLevel; readonly format: LogFormat };
 }
 
+/**
+ * A worker isolate's V8 heap, read right after a full collection when the
+ * process runs with `--v8-flags=--expose-gc` (`collected`), else as it is.
+ * For soak measurements (`tests/bench/soak_bench.ts`).
+ */
+export interface WorkerHeap {
+  readonly heapUsed: number;
+  readonly heapTotal: number;
+  readonly external: number;
+  /** A full collection ran first. */
+  readonly collected: boolean;
+}
+
 /** A snapshot's input, as posted. */
 export interface SnapshotMessage<D> {
   readonly type: "snapshot";
@@ -55,6 +68,8 @@ export type ToWorker<D> =
   | { readonly type: "collect"; readonly id: number }
   /** The pool's heartbeat; answered by `pong` at once. */
   | { readonly type: "ping" }
+  /** Asks for the worker's heap usage; answered by `heap` with the same id. */
+  | { readonly type: "heap"; readonly id: number }
   | { readonly type: "shutdown"; readonly timeoutMs: number };
 
 /** Messages a worker sends. */
@@ -81,6 +96,12 @@ export type FromWorker =
   | { readonly type: "failed"; readonly worker: number; readonly message: string }
   | { readonly type: "pong"; readonly worker: number }
   | {
+    readonly type: "heap";
+    readonly worker: number;
+    readonly id: number;
+    readonly heap: WorkerHeap;
+  }
+  | {
     readonly type: "collected";
     readonly worker: number;
     readonly id: number;
@@ -96,8 +117,9 @@ const FROM_WORKER_TYPES = new Set([
   "failed",
   "pong",
   "collected",
+  "heap",
 ]);
-const TO_WORKER_TYPES = new Set(["start", "snapshot", "collect", "ping", "shutdown"]);
+const TO_WORKER_TYPES = new Set(["start", "snapshot", "collect", "ping", "heap", "shutdown"]);
 
 /** Whether `value` looks like a {@linkcode FromWorker} message (checked on the type tag). */
 export function isFromWorker(value: unknown): value is FromWorker {

@@ -16,7 +16,13 @@
  */
 import { componentLogger, type Logger } from "../log/logging.ts";
 import { errorText } from "../log/error_text.ts";
-import { type FromWorker, isFromWorker, type ToWorker, type WorkerConfig } from "./protocol.ts";
+import {
+  type FromWorker,
+  isFromWorker,
+  type ToWorker,
+  type WorkerConfig,
+  type WorkerHeap,
+} from "./protocol.ts";
 
 /** Options of {@linkcode startWorkerPool}. */
 export interface WorkerPoolOptions<D> {
@@ -221,7 +227,20 @@ export class WorkerPool<D> {
    * Asks every live worker for its statistics (see `WorkerRuntimeOptions.collect`);
    * resolves with the answers that arrived within `timeoutMs`.
    */
-  async collect(options: { readonly timeoutMs?: number } = {}): Promise<unknown[]> {
+  collect(options: { readonly timeoutMs?: number } = {}): Promise<unknown[]> {
+    return this.#ask("collect", options.timeoutMs);
+  }
+
+  /**
+   * Asks every live worker for its heap usage, read after a full collection
+   * when the process runs with `--v8-flags=--expose-gc`; resolves with the
+   * answers that arrived within `timeoutMs` (default 2,000). For soak measurements.
+   */
+  heap(options: { readonly timeoutMs?: number } = {}): Promise<WorkerHeap[]> {
+    return this.#ask("heap", options.timeoutMs) as Promise<WorkerHeap[]>;
+  }
+
+  async #ask(type: "collect" | "heap", timeoutMs = 2_000): Promise<unknown[]> {
     const alive = this.#members.filter((m) => m.alive);
     const id = ++this.#collectId;
     const { promise, resolve } = Promise.withResolvers<void>();
@@ -233,9 +252,9 @@ export class WorkerPool<D> {
     this.#collecting.set(id, entry);
     if (entry.waiting.size === 0) resolve();
     for (const member of alive) {
-      member.worker.postMessage({ type: "collect", id } satisfies ToWorker<D>);
+      member.worker.postMessage({ type, id } satisfies ToWorker<D>);
     }
-    const timer = setTimeout(resolve, options.timeoutMs ?? 2_000);
+    const timer = setTimeout(resolve, timeoutMs);
     try {
       await promise;
     } finally {
@@ -344,10 +363,12 @@ export class WorkerPool<D> {
       case "failed":
         this.#lose(member, message.message);
         return;
-      case "collected": {
+      case "collected":
+      case "heap": {
         const entry = this.#collecting.get(message.id);
         if (entry === undefined || !entry.waiting.delete(member.id)) return;
-        if (message.data !== null) entry.results.push(message.data);
+        const data = message.type === "heap" ? message.heap : message.data;
+        if (data !== null) entry.results.push(data);
         if (entry.waiting.size === 0) entry.done();
         return;
       }

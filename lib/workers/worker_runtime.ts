@@ -239,6 +239,15 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       scope.postMessage({ type: "pong", worker });
       return;
     }
+    if (message.type === "heap") {
+      // A full collection first when the process exposes one (`--v8-flags=--expose-gc`).
+      const gc = (globalThis as { gc?: () => void }).gc;
+      gc?.();
+      const { heapUsed, heapTotal, external } = Deno.memoryUsage();
+      const heap = { heapUsed, heapTotal, external, collected: gc !== undefined };
+      scope.postMessage({ type: "heap", worker, id: message.id, heap });
+      return;
+    }
     if (message.type === "collect") {
       // Not queued behind snapshot installs: statistics are read, never change state.
       void (async () => {
