@@ -51,7 +51,8 @@ export interface ProxyRequestInfo {
   readonly localPort: number;
   /**
    * The authority Deno.serve puts in `req.url` when the request named none
-   * (see `ConnectionInfo`): such a request without `Host` gets 400.
+   * (see `ConnectionInfo`): such a request without `Host` is routed
+   * host-less, and the backend gets an empty `Host`.
    */
   readonly fallbackAuthority?: string;
 }
