@@ -13,7 +13,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "../../tests/support/assert.ts";
 import { createCidrMatcher } from "../proxy/cidr.ts";
-import { freePort, startFlags } from "../../tests/support/sluice_process.ts";
+import { freePort, freePorts, startFlags } from "../../tests/support/sluice_process.ts";
 import { writeManifestDir } from "../../tests/support/manifest_dir.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
@@ -463,9 +463,9 @@ Deno.test("main.ts --help exits 0 and lists every flag on standard output", asyn
 
 /** Loopback ports for a run: `same` names the flags that share one port. */
 function ports(same: readonly string[] = []): string[] {
-  const shared = freePort();
-  return ["http-port", "https-port", "health-port"].map((flag) =>
-    `--${flag}=${same.includes(flag) ? shared : freePort()}`
+  const [shared, ...own] = freePorts(4) as [number, ...number[]];
+  return ["http-port", "https-port", "health-port"].map((flag, i) =>
+    `--${flag}=${same.includes(flag) ? shared : own[i]}`
   );
 }
 

@@ -14,7 +14,7 @@
 import { parseArgs } from "node:util";
 import { startEchoBackend } from "../support/echo_backend.ts";
 import { writeManifestDir } from "../support/manifest_dir.ts";
-import { freePort, startFlags } from "../support/sluice_process.ts";
+import { freePorts, startFlags } from "../support/sluice_process.ts";
 import { waitFor } from "../support/wait.ts";
 
 const { values } = parseArgs({
@@ -51,7 +51,7 @@ async function wrk(port: number): Promise<number> {
 
 /** Sluice as a process whose log lines are drained and only counted (as a container runtime reads them). */
 async function startSluice(args: string[]) {
-  const [httpPort, httpsPort, healthPort] = [freePort(), freePort(), freePort()];
+  const [httpPort, httpsPort, healthPort] = freePorts(3) as [number, number, number];
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",

@@ -12,7 +12,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
-import { collectLines, freePort } from "../support/sluice_process.ts";
+import { collectLines, freePorts } from "../support/sluice_process.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { type Answer, HostClient, tlsGet } from "./cluster_fixture.ts";
 
@@ -88,11 +88,12 @@ async function replay(http: HostClient, command: string): Promise<Answer & { gre
 }
 
 Deno.test("deno task demo prints curl commands that answer as printed, and Ctrl-C stops it cleanly", async () => {
+  const free = freePorts(6);
   const ports = {
-    http: freePort(),
-    https: freePort(),
-    health: freePort(),
-    backends: [freePort(), freePort(), freePort()],
+    http: free[0]!,
+    https: free[1]!,
+    health: free[2]!,
+    backends: free.slice(3),
   };
   const child = new Deno.Command(Deno.execPath(), {
     args: [

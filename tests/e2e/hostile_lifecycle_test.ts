@@ -22,6 +22,7 @@ import {
 import { headerValue, latin1, RawConnection } from "../support/raw_http.ts";
 import {
   freePort,
+  freePorts,
   type SluiceProcess,
   spawnSluice,
   startFlags,
@@ -429,7 +430,7 @@ Deno.test({
     const dir = await writeManifestDir([
       { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
     ]);
-    const [httpPort, httpsPort, healthPort] = [freePort(), freePort(), freePort()];
+    const [httpPort, httpsPort, healthPort] = freePorts(3) as [number, number, number];
     const child = new Deno.Command(Deno.execPath(), {
       args: [
         "run",

@@ -28,10 +28,23 @@ export async function startFlags(): Promise<string[]> {
 
 /** A free TCP port on loopback (bound, then released). */
 export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
+  return freePorts(1)[0]!;
+}
+
+/**
+ * `n` distinct free TCP ports on loopback: all are held until every one is
+ * chosen (ports taken one at a time can repeat: the kernel may hand a just
+ * released port out again, and Sluice then refused "port P for both
+ * --https-port and --health-port").
+ */
+export function freePorts(n: number): number[] {
+  const listeners = Array.from(
+    { length: n },
+    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
+  );
+  const ports = listeners.map((l) => (l.addr as Deno.NetAddr).port);
+  for (const l of listeners) l.close();
+  return ports;
 }
 
 /** Appends the lines of `stream` to `lines` as they arrive; resolves when it ends. */
@@ -80,9 +93,7 @@ export async function spawnSluice(
   args: string[],
   options: SpawnSluiceOptions = {},
 ): Promise<SluiceProcess> {
-  const httpPort = freePort();
-  const httpsPort = freePort();
-  const healthPort = freePort();
+  const [httpPort, httpsPort, healthPort] = freePorts(3) as [number, number, number];
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
