@@ -331,16 +331,23 @@ Deno.test("a POST whose connection is reset after its head was sent is answered 
   });
 });
 
-// Was a bug (by ingress-nginx's default `proxy-next-upstream: error timeout`): a GET whose
-// backend stayed silent past the read timeout (a node gone with keep-alive connections open to its
-// pods) was answered 504, and that endpoint kept its turn.
-Deno.test("a GET whose answer does not come within the read timeout goes to the next endpoint, which is then preferred", async () => {
+/** A backend that records the request line of each connection's first request, then answers nothing. */
+function silentBackend() {
   const heads: string[] = [];
-  await using silent = startBackend(async (conn) => {
+  const backend = startBackend(async (conn) => {
     const head = await conn.readHead();
     if (head !== null) heads.push(requestLine(head));
     await conn.readHead();
   });
+  return Object.assign(backend, { heads });
+}
+
+// Was a bug (by ingress-nginx's default `proxy-next-upstream: error timeout`): a GET whose
+// backend stayed silent past the read timeout (a node gone with keep-alive connections open to its
+// pods) was answered 504, and that endpoint kept its turn.
+Deno.test("a GET whose answer does not come within the read timeout goes to the next endpoint, which is then preferred", async () => {
+  await using silent = silentBackend();
+  const heads = silent.heads;
   await using good = countingBackend("good");
   await withProxy([silent.endpoint, good.endpoint], async (proxy) => {
     const response = await get(proxy, "/slow");
@@ -356,12 +363,8 @@ Deno.test("a GET whose answer does not come within the read timeout goes to the 
 });
 
 Deno.test("a POST that times out is answered 504 and never sent to a second endpoint", async () => {
-  const heads: string[] = [];
-  await using silent = startBackend(async (conn) => {
-    const head = await conn.readHead();
-    if (head !== null) heads.push(requestLine(head));
-    await conn.readHead();
-  });
+  await using silent = silentBackend();
+  const heads = silent.heads;
   await using good = countingBackend("good");
   await withProxy([silent.endpoint, good.endpoint], async (proxy) => {
     const response = await post(proxy, "/slow", "once");
