@@ -15,8 +15,9 @@
  * socket writes them separately, and without `TCP_NODELAY`, which Deno
  * cannot set on a TLS connection, the client's delayed ACK held every
  * keep-alive response for about 40 ms.) Responses larger than one read
- * (16 KiB) or streamed in several writes still reach the TLS socket in
- * several writes and can still wait for the client's ACK.
+ * (16 KiB) or streamed in several writes reach the TLS socket in several
+ * writes: they do not wait for the client's ACK only because the HTTPS
+ * listener gives its sockets `TCP_NODELAY` through FFI (`tcp_nodelay.ts`).
  *
  * Each relay holds two small buffers (one per direction) for its life.
  * Knows nothing of HTTP, certificates or routing.

@@ -26,9 +26,12 @@
  *   `serveHttpOnListener` instead closed, at every rotation, the connections
  *   that had not sent a request yet and every WebSocket of the generation,
  *   and held each small keep-alive response about 40 ms for want of
- *   `TCP_NODELAY`; see `_connection_relay.ts` for what remains of that. The relay
- *   costs one loopback hop, one copy per byte and two more descriptors per
- *   connection.)
+ *   `TCP_NODELAY`; see `_connection_relay.ts`. The relay costs one loopback
+ *   hop, one copy per byte and two more descriptors per connection.)
+ * - Every new listening socket gets `TCP_NODELAY` (`tcp_nodelay.ts`, through
+ *   FFI), which the connections it accepts inherit: without it, a response
+ *   reaching the TLS socket in several writes (streams, bodies over 16 KiB)
+ *   waited about 40 ms for the client's delayed ACK.
  *
  * The only connections a rotation can lose are those the kernel queued on
  * the old socket in the instant it closes, before the accept loop took them
@@ -51,6 +54,7 @@ import { componentLogger, type Logger } from "../log/logging.ts";
 import { listenTlsWithSni, type TlsKeyPair } from "../tls/deno_sni.ts";
 import { Generation } from "./_generation.ts";
 import { RelayServer } from "./_relay_server.ts";
+import { setNoDelayOnListeningSockets } from "./tcp_nodelay.ts";
 import {
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   type Listener,
@@ -140,6 +144,7 @@ export class HttpsListener implements Listener {
   #nextId = 1;
   #rotations = 0;
   #rotationQueued = false;
+  #noDelayWarned = false;
   #shutdown: Promise<ShutdownResult> | undefined;
   #resolveFinished: () => void = () => {};
 
@@ -237,6 +242,7 @@ export class HttpsListener implements Listener {
       alpnProtocols: ["h2", "http/1.1"],
       resolve: (serverName) => this.#resolve(slot.generation, serverName),
     });
+    this.#setNoDelay(listener.addr.port, id);
     const generation = new Generation({
       id,
       listener,
@@ -251,6 +257,17 @@ export class HttpsListener implements Listener {
     slot.generation = generation;
     this.#nextId++;
     return generation;
+  }
+
+  /** Connections the new socket accepts get `TCP_NODELAY` (see `tcp_nodelay.ts`); says once if not. */
+  #setNoDelay(port: number, generation: number): void {
+    const outcome = setNoDelayOnListeningSockets(port);
+    if (outcome.ok || this.#noDelayWarned) return;
+    this.#noDelayWarned = true;
+    this.#logger.warn(
+      "HTTPS connections run without TCP_NODELAY, so streamed and large responses can wait about 40 ms for the client's delayed ACK: {reason}",
+      { reason: outcome.reason, generation },
+    );
   }
 
   #relay(conn: Deno.TlsConn, generation: Generation): void {

@@ -8,6 +8,7 @@ import { waitFor, within } from "../../tests/support/wait.ts";
 import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../workers/stub_snapshot.ts";
+import { tcpNoDelay } from "./_tcp_probe.ts";
 import { closeCode, httpsGet, keepAliveOk, tlsHandshake, wssConnect } from "./_test_client.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 import type { ConnectionInfo, RequestHandler } from "./listener.ts";
@@ -165,6 +166,33 @@ Deno.test("listenHttps() opens a new generation after maxServerNames distinct na
     const { generation, serverNames, rotations } = listener.stats;
     // The sixth name a generation resolves replaces it: 30 names, 5 rotations.
     assertEquals([generation, rotations, serverNames], [6, 5, 0]);
+  });
+});
+
+Deno.test("client connections of every generation have TCP_NODELAY (streamed responses do not wait for delayed ACKs)", async () => {
+  const cell = tableCell(certA);
+  await withListener({ table: cell.get }, async (listener, port) => {
+    for (const certificate of [certA, certA2]) {
+      cell.set(certificate);
+      listener.refresh();
+      await listener.settled();
+      const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
+      const conn = await Deno.startTls(tcp, {
+        hostname: "a.test",
+        caCerts: [certA.certPem, certA2.certPem],
+      });
+      try {
+        assert((await keepAliveOk(conn)).startsWith("HTTP/1.1 200"));
+        assertEquals(
+          tcpNoDelay(port, tcp.localAddr.port),
+          true,
+          `generation ${listener.stats.generation}`,
+        );
+      } finally {
+        conn.close();
+      }
+    }
+    assertEquals(listener.stats.generation, 2);
   });
 });
 

@@ -4,6 +4,7 @@
  * Dockerfile, deno.json and the program promise each other.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { LIBC_PATHS } from "../../lib/server/tcp_nodelay.ts";
 
 const root = new URL("../../", import.meta.url);
 const dockerfile = await Deno.readTextFile(new URL("Dockerfile", root));
@@ -78,7 +79,9 @@ Deno.test("the permission set grants only the sys information the program reads"
   // Measured with DENO_AUDIT_PERMISSIONS: Deno.hostname() (no POD_NAME) and the kubeconfig
   // lookup's home directory (uid). Every end-to-end test runs the program with this set.
   assertEquals(set.sys, ["hostname", "uid"]);
-  assert(!("write" in set) && !("run" in set) && !("ffi" in set), "no write, run or ffi");
+  assert(!("write" in set) && !("run" in set), "no write or run");
+  // FFI only to glibc, whose setsockopt() gives TLS connections TCP_NODELAY (lib/server/tcp_nodelay.ts).
+  assertEquals(set.ffi, Object.values(LIBC_PATHS));
 });
 
 Deno.test("the image is read-only-root friendly: no cache written, no update check", () => {
