@@ -31,18 +31,15 @@ import {
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
-import { waitFor, within } from "../../tests/support/wait.ts";
+import { SseProbe } from "../../tests/support/sse_probe.ts";
+import { waitFor } from "../../tests/support/wait.ts";
 
 const HOST = "shop.example.com";
 
 async function raw(port: number, text: string): Promise<RawResponse> {
-  const conn = await RawConnection.open(port);
-  try {
-    await conn.send(text);
-    return await conn.readResponse();
-  } finally {
-    conn.close();
-  }
+  using conn = await RawConnection.open(port);
+  await conn.send(text);
+  return await conn.readResponse();
 }
 
 /** An echo backend behind the proxy for any host; `fn` gets the proxy's port and the backend. */
@@ -230,47 +227,43 @@ Deno.test("a request's Trailer field is hop-by-hop: the backend never sees it, a
 
 Deno.test("a WebSocket upgrade reaches the backend with exactly the client's fields, but a fresh key and no extensions, plus the forwarding fields", async () => {
   await withEcho(async (port, backend) => {
-    const conn = await RawConnection.open(port);
-    try {
-      await conn.send(
-        `GET /ws?x=1 HTTP/1.1\r\nHost: ${HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
-          "Sec-WebSocket-Protocol: chat, superchat\r\nSec-WebSocket-Extensions: permessage-deflate\r\n" +
-          "Origin: https://app.example\r\nCookie: s=1\r\nX-Custom: yes\r\n\r\n",
-      );
-      const response = await conn.readResponse({ head: true });
-      assertEquals(response.status, 101);
-      await waitFor("the backend's upgrade request", () => backend.requests.length === 1);
-      const seen = backend.requests[0]!.headers;
-      const names = (fields: [string, string][]) =>
-        fields.map(([n]) => n.toLowerCase()).filter((n) =>
-          !/^(x-forwarded-|x-real-ip|x-request-id)/.test(n)
-        )
-          .sort();
-      assertEquals(names(seen), [
-        "connection",
-        "cookie",
-        "host",
-        "origin",
-        "sec-websocket-key",
-        "sec-websocket-protocol",
-        "sec-websocket-version",
-        "upgrade",
-        "x-custom",
-      ]);
-      assertEquals(headerValues(seen, "host"), [HOST]);
-      assertEquals(headerValues(seen, "origin"), ["https://app.example"]);
-      assertEquals(headerValues(seen, "cookie"), ["s=1"]);
-      assertEquals(headerValues(seen, "x-custom"), ["yes"]);
-      assertEquals(headerValues(seen, "sec-websocket-protocol").join(", "), "chat, superchat");
-      assertEquals(
-        seen.filter(([n]) => /^(x-forwarded-|x-real-ip|x-request-id)/i.test(n)).length,
-        6,
-        JSON.stringify(seen),
-      );
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(port);
+    await conn.send(
+      `GET /ws?x=1 HTTP/1.1\r\nHost: ${HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+        "Sec-WebSocket-Protocol: chat, superchat\r\nSec-WebSocket-Extensions: permessage-deflate\r\n" +
+        "Origin: https://app.example\r\nCookie: s=1\r\nX-Custom: yes\r\n\r\n",
+    );
+    const response = await conn.readResponse({ head: true });
+    assertEquals(response.status, 101);
+    await waitFor("the backend's upgrade request", () => backend.requests.length === 1);
+    const seen = backend.requests[0]!.headers;
+    const names = (fields: [string, string][]) =>
+      fields.map(([n]) => n.toLowerCase()).filter((n) =>
+        !/^(x-forwarded-|x-real-ip|x-request-id)/.test(n)
+      )
+        .sort();
+    assertEquals(names(seen), [
+      "connection",
+      "cookie",
+      "host",
+      "origin",
+      "sec-websocket-key",
+      "sec-websocket-protocol",
+      "sec-websocket-version",
+      "upgrade",
+      "x-custom",
+    ]);
+    assertEquals(headerValues(seen, "host"), [HOST]);
+    assertEquals(headerValues(seen, "origin"), ["https://app.example"]);
+    assertEquals(headerValues(seen, "cookie"), ["s=1"]);
+    assertEquals(headerValues(seen, "x-custom"), ["yes"]);
+    assertEquals(headerValues(seen, "sec-websocket-protocol").join(", "), "chat, superchat");
+    assertEquals(
+      seen.filter(([n]) => /^(x-forwarded-|x-real-ip|x-request-id)/i.test(n)).length,
+      6,
+      JSON.stringify(seen),
+    );
   });
 });
 
@@ -335,13 +328,9 @@ async function headerProbe(
   port: number,
   fields: string,
 ): Promise<number[]> {
-  const conn = await RawConnection.open(port);
-  try {
-    await conn.send(`GET / HTTP/1.1\r\n${H}${fields}\r\n`).catch(() => {});
-    return parseResponses(await conn.readUntilQuiet(300, 5_000)).map((r) => r.status);
-  } finally {
-    conn.close();
-  }
+  using conn = await RawConnection.open(port);
+  await conn.send(`GET / HTTP/1.1\r\n${H}${fields}\r\n`).catch(() => {});
+  return parseResponses(await conn.readUntilQuiet(300, 5_000)).map((r) => r.status);
 }
 
 Deno.test("a header section over the default 32 KiB gets 431 and reaches no backend; one under it passes", async () => {
@@ -377,59 +366,23 @@ Deno.test({
 // ---------------------------------------------------------------------------
 
 Deno.test("over plain HTTP each SSE event reaches the client promptly after the backend writes it (latency measured)", async () => {
-  const EVENTS = 6;
-  const sentAt: number[] = [];
-  const received = Array.from({ length: EVENTS }, () => Promise.withResolvers<void>());
-  const backend = startScriptedBackend(async (conn) => {
-    if ((await conn.readHead()) === null) return;
-    await conn.write(
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
-    );
-    for (let i = 0; i < EVENTS; i++) {
-      const text = `id: ${i}\ndata: event ${i}\n\n`;
-      sentAt[i] = performance.now();
-      await conn.write(`${text.length.toString(16)}\r\n${text}\r\n`);
-      await within(10_000, `the client to get event ${i}`, received[i]!.promise);
-    }
-    await conn.write("0\r\n\r\n");
-  }, { noDelay: true });
+  const probe = new SseProbe(6);
+  const backend = startScriptedBackend((conn) => probe.serve(conn), { noDelay: true });
   const proxy = await startProxy({
     routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
   });
-  const latencies: number[] = [];
   const conn = await Deno.connect({ hostname: "127.0.0.1", port: proxy.port });
   try {
     await conn.write(new TextEncoder().encode(`GET /sse HTTP/1.1\r\n${H}\r\n`));
-    let text = "";
-    const buffer = new Uint8Array(16 * 1024);
-    await within(
-      20_000,
-      "every event",
-      (async () => {
-        while (latencies.length < EVENTS) {
-          const n = await conn.read(buffer);
-          if (n === null) throw new Error("Cannot read the events: closed");
-          text += latin1(buffer.subarray(0, n));
-          for (let i = latencies.length; i < EVENTS; i++) {
-            if (!text.includes(`data: event ${i}\n\n`)) break;
-            latencies.push(performance.now() - sentAt[i]!);
-            received[i]!.resolve();
-          }
-        }
-      })(),
-    );
+    await probe.readFrom(conn);
     await waitFor("the stream to end", () => backend.open === 0);
   } finally {
     closeQuietly(conn);
     await proxy.close();
     await backend.close();
   }
-  const sorted = [...latencies].sort((a, b) => a - b);
   // deno-lint-ignore no-console
-  console.log(
-    `SSE event latency over HTTP: first ${latencies[0]!.toFixed(1)} ms, median ` +
-      `${sorted[Math.floor(EVENTS / 2)]!.toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms`,
-  );
+  console.log(`SSE event latency over HTTP: ${probe.summary()}`);
   // Not a speed target: a bound a buffering proxy cannot meet (the next event waits for this one).
-  assert(sorted[Math.floor(EVENTS / 2)]! < 250, `SSE latencies ${latencies.join(", ")} ms`);
+  assert(probe.median < 250, `SSE latencies ${probe.latencies.join(", ")} ms`);
 });

@@ -211,14 +211,10 @@ Deno.test("a client that half-closes while its answer is pending is treated as g
       conn.close();
     }
     // The late answer on that backend connection is never taken for another request's.
-    const next = await RawConnection.open(world.port);
-    try {
-      await next.send(get("/next"));
-      assertEquals(text(await next.readResponse()), "/next", mode);
-      assertEquals(world.received.map((r) => r.conn), [0, 1], mode);
-    } finally {
-      next.close();
-    }
+    using next = await RawConnection.open(world.port);
+    await next.send(get("/next"));
+    assertEquals(text(await next.readResponse()), "/next", mode);
+    assertEquals(world.received.map((r) => r.conn), [0, 1], mode);
   });
 });
 
@@ -240,30 +236,26 @@ Deno.test("Expect: 100-continue with a backend that refuses before reading: the 
   ) {
     await bothListeners({ "/upload": answer }, async (world, mode) => {
       const body = hidden + "x".repeat(size - hidden.length);
-      const conn = await RawConnection.open(world.port);
-      try {
-        await conn.send(
-          `POST /upload HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-continue\r\n` +
-            `Content-Length: ${body.length}\r\n\r\n`,
-        );
-        let first = await conn.readResponse();
-        if (first.status === 100) {
-          await conn.send(body).catch(() => {});
-          first = await conn.readResponse();
-        }
-        assertEquals([first.status, text(first)], [401, "nope"], `${mode} ${size}`);
-        assertEquals(headerValue(first.headers, "www-authenticate"), "Basic");
-        // The next request on the same connection: answered as itself, or the connection closed.
-        await conn.send(get("/next")).catch(() => {});
-        const rest = parseResponses(await conn.readUntilQuiet(500, 5_000));
-        for (const response of rest) assertEquals(text(response), "/next", `${mode} ${size}`);
-        assert(
-          !world.received.some((r) => targetOf(r.head) === "/smuggled"),
-          `${mode} ${size}: the hidden request reached the backend`,
-        );
-      } finally {
-        conn.close();
+      using conn = await RawConnection.open(world.port);
+      await conn.send(
+        `POST /upload HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-continue\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n`,
+      );
+      let first = await conn.readResponse();
+      if (first.status === 100) {
+        await conn.send(body).catch(() => {});
+        first = await conn.readResponse();
       }
+      assertEquals([first.status, text(first)], [401, "nope"], `${mode} ${size}`);
+      assertEquals(headerValue(first.headers, "www-authenticate"), "Basic");
+      // The next request on the same connection: answered as itself, or the connection closed.
+      await conn.send(get("/next")).catch(() => {});
+      const rest = parseResponses(await conn.readUntilQuiet(500, 5_000));
+      for (const response of rest) assertEquals(text(response), "/next", `${mode} ${size}`);
+      assert(
+        !world.received.some((r) => targetOf(r.head) === "/smuggled"),
+        `${mode} ${size}: the hidden request reached the backend`,
+      );
     }, { answerFirst: ["/upload"] });
   }
 });
@@ -272,46 +264,38 @@ Deno.test("Expect: 100-continue reaches the backend as a request with its body e
   for (const size of [10, 70_000, 300_000]) {
     await bothListeners({}, async (world, mode) => {
       const body = "b".repeat(size);
-      const conn = await RawConnection.open(world.port);
-      try {
-        await conn.send(
-          `PUT /put HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-Continue\r\nContent-Length: ${size}\r\n\r\n`,
-        );
-        const interim = await conn.readResponse();
-        assertEquals(interim.status, 100, `${mode} ${size}`);
-        await conn.send(body);
-        const response = await conn.readResponse();
-        assertEquals([response.status, text(response)], [200, "/put"]);
-        assertEquals(world.received.length, 1);
-        const got = world.received[0]!;
-        assertEquals([got.body.length, got.whole], [size, true], `${mode} ${size}`);
-        assert(!/\r\nexpect:/i.test(got.head), got.head);
-      } finally {
-        conn.close();
-      }
+      using conn = await RawConnection.open(world.port);
+      await conn.send(
+        `PUT /put HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-Continue\r\nContent-Length: ${size}\r\n\r\n`,
+      );
+      const interim = await conn.readResponse();
+      assertEquals(interim.status, 100, `${mode} ${size}`);
+      await conn.send(body);
+      const response = await conn.readResponse();
+      assertEquals([response.status, text(response)], [200, "/put"]);
+      assertEquals(world.received.length, 1);
+      const got = world.received[0]!;
+      assertEquals([got.body.length, got.whole], [size, true], `${mode} ${size}`);
+      assert(!/\r\nexpect:/i.test(got.head), got.head);
     });
   }
 });
 
 Deno.test("Expect: 100-continue on a chunked upload: the body reaches the backend whole, once", async () => {
   await bothListeners({}, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      await conn.send(
-        `POST /chunked HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-continue\r\n` +
-          "Transfer-Encoding: chunked\r\n\r\n",
-      );
-      assertEquals((await conn.readResponse()).status, 100, mode);
-      const part = "k".repeat(40_000);
-      for (let i = 0; i < 3; i++) await conn.send(`${part.length.toString(16)}\r\n${part}\r\n`);
-      await conn.send("0\r\n\r\n");
-      const response = await conn.readResponse();
-      assertEquals(text(response), "/chunked", mode);
-      assertEquals(world.received.length, 1, mode);
-      assertEquals([world.received[0]!.body.length, world.received[0]!.whole], [120_000, true]);
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(world.port);
+    await conn.send(
+      `POST /chunked HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-continue\r\n` +
+        "Transfer-Encoding: chunked\r\n\r\n",
+    );
+    assertEquals((await conn.readResponse()).status, 100, mode);
+    const part = "k".repeat(40_000);
+    for (let i = 0; i < 3; i++) await conn.send(`${part.length.toString(16)}\r\n${part}\r\n`);
+    await conn.send("0\r\n\r\n");
+    const response = await conn.readResponse();
+    assertEquals(text(response), "/chunked", mode);
+    assertEquals(world.received.length, 1, mode);
+    assertEquals([world.received[0]!.body.length, world.received[0]!.whole], [120_000, true]);
   });
 });
 
@@ -326,17 +310,13 @@ Deno.test({
   ignore: true,
 }, async () => {
   await withWorld({}, async (world) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      await conn.send(
-        `POST /old HTTP/1.0\r\nHost: ${HOST}\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc`,
-      );
-      const all = parseResponses(await conn.readToEnd(5_000));
-      assertEquals(all.map((r) => r.status), [200]);
-      assertEquals(world.received[0]?.body, "abc");
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(world.port);
+    await conn.send(
+      `POST /old HTTP/1.0\r\nHost: ${HOST}\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc`,
+    );
+    const all = parseResponses(await conn.readToEnd(5_000));
+    assertEquals(all.map((r) => r.status), [200]);
+    assertEquals(world.received[0]?.body, "abc");
   });
 });
 
@@ -350,24 +330,20 @@ Deno.test("an HTTP/1.0 client never gets chunked framing: a chunked backend answ
   await bothListeners({ "/small": chunked("small"), "/big": chunked(big) }, async (world, mode) => {
     for (const [target, expected] of [["/small", "small"], ["/big", big]] as const) {
       for (const extra of ["", "Connection: keep-alive\r\n"]) {
-        const conn = await RawConnection.open(world.port);
-        try {
-          await conn.send(get(target, extra, "1.0"));
-          const bytes = await conn.readUntilQuiet(2_000, 10_000);
-          const [head, body] = splitHead(bytes);
-          const where = `${mode} ${target} ${JSON.stringify(extra)}`;
-          assert(head.startsWith("HTTP/1."), where);
-          assert(!/\r\ntransfer-encoding:/i.test(head), `${where}: ${head}`);
-          const length = /\r\ncontent-length: *(\d+)/i.exec(head);
-          if (length === null) {
-            // Close-delimited: the server must close after it.
-            assertEquals(body, expected, where);
-            assert(await conn.closedByPeer(1), `${where}: not closed after a close-delimited body`);
-          } else {
-            assertEquals(body.slice(0, Number(length[1])), expected, where);
-          }
-        } finally {
-          conn.close();
+        using conn = await RawConnection.open(world.port);
+        await conn.send(get(target, extra, "1.0"));
+        const bytes = await conn.readUntilQuiet(2_000, 10_000);
+        const [head, body] = splitHead(bytes);
+        const where = `${mode} ${target} ${JSON.stringify(extra)}`;
+        assert(head.startsWith("HTTP/1."), where);
+        assert(!/\r\ntransfer-encoding:/i.test(head), `${where}: ${head}`);
+        const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+        if (length === null) {
+          // Close-delimited: the server must close after it.
+          assertEquals(body, expected, where);
+          assert(await conn.closedByPeer(1), `${where}: not closed after a close-delimited body`);
+        } else {
+          assertEquals(body.slice(0, Number(length[1])), expected, where);
         }
       }
     }
@@ -388,20 +364,16 @@ Deno.test("an HTTP/1.0 client keeps its connection only when it asked for keep-a
     } finally {
       plain.close();
     }
-    const kept = await RawConnection.open(world.port);
-    try {
-      for (const target of ["/b", "/c"]) {
-        await kept.send(get(target, "Connection: keep-alive\r\n", "1.0"));
-        const response = await kept.readResponse();
-        assertEquals(text(response), target, mode);
-        assertStringIncludes(
-          (headerValue(response.headers, "connection") ?? "").toLowerCase(),
-          "keep-alive",
-          mode,
-        );
-      }
-    } finally {
-      kept.close();
+    using kept = await RawConnection.open(world.port);
+    for (const target of ["/b", "/c"]) {
+      await kept.send(get(target, "Connection: keep-alive\r\n", "1.0"));
+      const response = await kept.readResponse();
+      assertEquals(text(response), target, mode);
+      assertStringIncludes(
+        (headerValue(response.headers, "connection") ?? "").toLowerCase(),
+        "keep-alive",
+        mode,
+      );
     }
   });
 });
@@ -451,29 +423,25 @@ Deno.test("pipelined requests are answered in order, also around Sluice's own re
   await bothListeners(answers, async (world, mode) => {
     for (const [name, requests, statuses] of cases) {
       const before = world.received.length;
-      const conn = await RawConnection.open(world.port);
-      try {
-        await conn.send(requests.join(""));
-        const responses = parseResponses(await conn.readUntilQuiet(500, 5_000))
-          .filter((r) => r.status >= 200);
-        const where = `${mode}: ${name}`;
-        // In order; a server may close after a refusal, but never answers out of order.
-        assert(responses.length > 0, where);
-        assertEquals(responses.map((r) => r.status), statuses.slice(0, responses.length), where);
-        const targets = requests.map((r) => r.split(" ")[1]!);
-        responses.forEach((r, i) => {
-          if (r.status === 200) {
-            assertEquals(text(r), targets[i] === "/big" ? big : targets[i], where);
-          }
-        });
-        const seen = world.received.slice(before).map((r) => targetOf(r.head));
-        assert(!seen.includes("/hidden"), `${where}: a body became a request`);
-        // Fewer answers than requests only after an answer that announced the close.
-        if (responses.length < statuses.length) {
-          assertEquals(headerValue(responses.at(-1)!.headers, "connection"), "close", where);
+      using conn = await RawConnection.open(world.port);
+      await conn.send(requests.join(""));
+      const responses = parseResponses(await conn.readUntilQuiet(500, 5_000))
+        .filter((r) => r.status >= 200);
+      const where = `${mode}: ${name}`;
+      // In order; a server may close after a refusal, but never answers out of order.
+      assert(responses.length > 0, where);
+      assertEquals(responses.map((r) => r.status), statuses.slice(0, responses.length), where);
+      const targets = requests.map((r) => r.split(" ")[1]!);
+      responses.forEach((r, i) => {
+        if (r.status === 200) {
+          assertEquals(text(r), targets[i] === "/big" ? big : targets[i], where);
         }
-      } finally {
-        conn.close();
+      });
+      const seen = world.received.slice(before).map((r) => targetOf(r.head));
+      assert(!seen.includes("/hidden"), `${where}: a body became a request`);
+      // Fewer answers than requests only after an answer that announced the close.
+      if (responses.length < statuses.length) {
+        assertEquals(headerValue(responses.at(-1)!.headers, "connection"), "close", where);
       }
     }
   });
@@ -487,20 +455,16 @@ Deno.test("Connection: close from the client ends its connection after the answe
     "/big": `HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}`,
   }, async (world, mode) => {
     for (const target of ["/small", "/big"]) {
-      const conn = await RawConnection.open(world.port);
-      try {
-        await conn.send(get(target, "Connection: close\r\n") + get("/after"));
-        const responses = parseResponses(await conn.readToEnd(5_000));
-        assertEquals(responses.length, 1, `${mode} ${target}`);
-        assertEquals(text(responses[0]!).length, target === "/big" ? big.length : target.length);
-        assertEquals(
-          (headerValue(responses[0]!.headers, "connection") ?? "").toLowerCase(),
-          "close",
-          mode,
-        );
-      } finally {
-        conn.close();
-      }
+      using conn = await RawConnection.open(world.port);
+      await conn.send(get(target, "Connection: close\r\n") + get("/after"));
+      const responses = parseResponses(await conn.readToEnd(5_000));
+      assertEquals(responses.length, 1, `${mode} ${target}`);
+      assertEquals(text(responses[0]!).length, target === "/big" ? big.length : target.length);
+      assertEquals(
+        (headerValue(responses[0]!.headers, "connection") ?? "").toLowerCase(),
+        "close",
+        mode,
+      );
     }
     assert(!world.received.some((r) => targetOf(r.head) === "/after"), mode);
     // Hop-by-hop: the backend never sees the client's close, and its connection is reused.
@@ -514,24 +478,20 @@ Deno.test("a backend's Connection: close ends only the backend connection: the c
     "/bye": "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbye",
     "/bye10": "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nbye10",
   }, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      for (const target of ["/bye", "/next", "/bye10", "/last"]) {
-        await conn.send(get(target));
-        const response = await conn.readResponse();
-        assertEquals(
-          text(response),
-          target.slice(1) === "bye" || target === "/bye10" ? target.slice(1) : target,
-          mode,
-        );
-        assertEquals(headerValue(response.headers, "connection"), undefined, `${mode} ${target}`);
-      }
-      const conns = world.received.map((r) => r.conn);
-      assertEquals(conns[1] !== conns[0], true, `${mode}: reused after Connection: close`);
-      assertEquals(conns[3] !== conns[2], true, `${mode}: reused after an HTTP/1.0 answer`);
-    } finally {
-      conn.close();
+    using conn = await RawConnection.open(world.port);
+    for (const target of ["/bye", "/next", "/bye10", "/last"]) {
+      await conn.send(get(target));
+      const response = await conn.readResponse();
+      assertEquals(
+        text(response),
+        target.slice(1) === "bye" || target === "/bye10" ? target.slice(1) : target,
+        mode,
+      );
+      assertEquals(headerValue(response.headers, "connection"), undefined, `${mode} ${target}`);
     }
+    const conns = world.received.map((r) => r.conn);
+    assertEquals(conns[1] !== conns[0], true, `${mode}: reused after Connection: close`);
+    assertEquals(conns[3] !== conns[2], true, `${mode}: reused after an HTTP/1.0 answer`);
   });
 });
 
@@ -567,35 +527,31 @@ Deno.test("range and conditional fields reach the backend verbatim; 206, multipa
     "If-Modified-Since: Wed, 21 Oct 2015 07:28:00 GMT\r\nIf-Match: *\r\n" +
     "If-Unmodified-Since: Wed, 21 Oct 2015 07:28:00 GMT\r\n";
   await bothListeners(answers, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      for (const target of Object.keys(answers)) {
-        await conn.send(get(target, conditional));
-        const response = await conn.readResponse();
-        const sent = latin1(new TextEncoder().encode(answers[target]!));
-        const sentBody = sent.slice(sent.indexOf("\r\n\r\n") + 4);
-        const where = `${mode} ${target}`;
-        assertEquals(response.status, Number(sent.slice(9, 12)), where);
-        for (
-          const name of ["content-range", "content-type", "etag", "last-modified", "cache-control"]
-        ) {
-          const sentHead = sent.slice(0, sent.indexOf("\r\n\r\n") + 2);
-          const expected = new RegExp(`\r\n${name}: ([^\r]*)`, "i").exec(sentHead)?.[1];
-          assertEquals(headerValue(response.headers, name), expected, `${where} ${name}`);
-        }
-        const expectedBody = target === "/multi-chunked"
-          ? multipart
-          : target === "/not-modified"
-          ? ""
-          : sentBody;
-        assertEquals(text(response), expectedBody, where);
-        const got = world.received.at(-1)!;
-        for (const line of conditional.split("\r\n").filter((l) => l !== "")) {
-          assertStringIncludes(got.head, `\r\n${line}\r\n`, where);
-        }
+    using conn = await RawConnection.open(world.port);
+    for (const target of Object.keys(answers)) {
+      await conn.send(get(target, conditional));
+      const response = await conn.readResponse();
+      const sent = latin1(new TextEncoder().encode(answers[target]!));
+      const sentBody = sent.slice(sent.indexOf("\r\n\r\n") + 4);
+      const where = `${mode} ${target}`;
+      assertEquals(response.status, Number(sent.slice(9, 12)), where);
+      for (
+        const name of ["content-range", "content-type", "etag", "last-modified", "cache-control"]
+      ) {
+        const sentHead = sent.slice(0, sent.indexOf("\r\n\r\n") + 2);
+        const expected = new RegExp(`\r\n${name}: ([^\r]*)`, "i").exec(sentHead)?.[1];
+        assertEquals(headerValue(response.headers, name), expected, `${where} ${name}`);
       }
-    } finally {
-      conn.close();
+      const expectedBody = target === "/multi-chunked"
+        ? multipart
+        : target === "/not-modified"
+        ? ""
+        : sentBody;
+      assertEquals(text(response), expectedBody, where);
+      const got = world.received.at(-1)!;
+      for (const line of conditional.split("\r\n").filter((l) => l !== "")) {
+        assertStringIncludes(got.head, `\r\n${line}\r\n`, where);
+      }
     }
   });
 });
@@ -605,20 +561,16 @@ Deno.test("HEAD of a chunked and of a large resource answers with no body and th
     "/chunked": 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "h"\r\n\r\n',
     "/large": "HTTP/1.1 200 OK\r\nContent-Length: 5000000\r\n\r\n",
   }, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      for (const target of ["/chunked", "/large"]) {
-        await conn.send(`HEAD ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-        const response = await conn.readResponse({ head: true });
-        assertEquals(response.status, 200, mode);
-        if (target === "/large") {
-          assertEquals(headerValue(response.headers, "content-length"), "5000000");
-        }
+    using conn = await RawConnection.open(world.port);
+    for (const target of ["/chunked", "/large"]) {
+      await conn.send(`HEAD ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
+      const response = await conn.readResponse({ head: true });
+      assertEquals(response.status, 200, mode);
+      if (target === "/large") {
+        assertEquals(headerValue(response.headers, "content-length"), "5000000");
       }
-      await assertInStep(conn, mode);
-    } finally {
-      conn.close();
     }
+    await assertInStep(conn, mode);
   });
 });
 
@@ -636,21 +588,17 @@ Deno.test("a close-delimited backend answer reaches an HTTP/1.1 client whole and
       conn.close();
     },
   }, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      for (const [target, body] of [["/eof-small", "eof body"], ["/eof-big", big]] as const) {
-        await conn.send(get(target));
-        const response = await conn.readResponse();
-        assertEquals(text(response), body, `${mode} ${target}`);
-        assert(
-          response.chunked || headerValue(response.headers, "content-length") !== undefined,
-          `${mode} ${target}: not framed`,
-        );
-      }
-      await assertInStep(conn, mode);
-    } finally {
-      conn.close();
+    using conn = await RawConnection.open(world.port);
+    for (const [target, body] of [["/eof-small", "eof body"], ["/eof-big", big]] as const) {
+      await conn.send(get(target));
+      const response = await conn.readResponse();
+      assertEquals(text(response), body, `${mode} ${target}`);
+      assert(
+        response.chunked || headerValue(response.headers, "content-length") !== undefined,
+        `${mode} ${target}: not framed`,
+      );
     }
+    await assertInStep(conn, mode);
   });
 });
 
@@ -660,17 +608,13 @@ Deno.test("103 Early Hints and 100 before the answer: the client gets the final 
       "HTTP/1.1 100 Continue\r\n\r\n" +
       "HTTP/1.1 200 OK\r\nLink: </a.css>; rel=preload\r\nContent-Length: 5\r\n\r\nfinal",
   }, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      await conn.send(get("/hints"));
-      let response = await conn.readResponse();
-      while (response.status < 200) response = await conn.readResponse();
-      assertEquals([response.status, text(response)], [200, "final"], mode);
-      assertEquals(headerValue(response.headers, "link"), "</a.css>; rel=preload");
-      await assertInStep(conn, mode);
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(world.port);
+    await conn.send(get("/hints"));
+    let response = await conn.readResponse();
+    while (response.status < 200) response = await conn.readResponse();
+    assertEquals([response.status, text(response)], [200, "final"], mode);
+    assertEquals(headerValue(response.headers, "link"), "</a.css>; rel=preload");
+    await assertInStep(conn, mode);
   });
 });
 
@@ -680,21 +624,17 @@ Deno.test("a chunked backend answer with trailers reaches the client with its wh
     "/trailers": "HTTP/1.1 200 OK\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n" +
       "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Checksum: abc\r\nX-Long: " + long + "\r\n\r\n",
   }, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      await conn.send(get("/trailers"));
-      const response = await conn.readResponse();
-      assertEquals(text(response), "hello world", mode);
-      assertEquals(headerValues(response.headers, "trailer"), [], mode);
-      await assertInStep(conn, mode);
-      assertEquals(
-        world.received.map((r) => r.conn),
-        [0, 0],
-        `${mode}: backend connection not reused`,
-      );
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(world.port);
+    await conn.send(get("/trailers"));
+    const response = await conn.readResponse();
+    assertEquals(text(response), "hello world", mode);
+    assertEquals(headerValues(response.headers, "trailer"), [], mode);
+    await assertInStep(conn, mode);
+    assertEquals(
+      world.received.map((r) => r.conn),
+      [0, 0],
+      `${mode}: backend connection not reused`,
+    );
   });
 });
 
@@ -712,29 +652,25 @@ Deno.test("a response head over 64 KiB gets 502 and closes that backend connecti
     "/cookies": `HTTP/1.1 200 OK\r\n${cookies}Content-Length: 2\r\n\r\nok`,
     "/fields": `HTTP/1.1 200 OK\r\n${fields}Content-Length: 2\r\n\r\nok`,
   }, async (world, mode) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      await conn.send(get("/huge"));
-      assertEquals((await conn.readResponse()).status, 502, mode);
-      await conn.send(get("/cookies"));
-      const withCookies = await conn.readResponse();
-      assertEquals(
-        headerValues(withCookies.headers, "set-cookie"),
-        Array.from({ length: 100 }, (_, i) => `c${i}=${"v".repeat(200)}; Path=/`),
-        mode,
-      );
-      await conn.send(get("/fields"));
-      const withFields = await conn.readResponse();
-      assertEquals(
-        withFields.headers.filter(([n]) => n.toLowerCase().startsWith("x-f")).map(([, v]) => v),
-        Array.from({ length: 200 }, (_, i) => String(i)),
-        mode,
-      );
-      const conns = world.received.map((r) => r.conn);
-      assert(conns[1] !== conns[0], `${mode}: connection reused after an oversized head`);
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(world.port);
+    await conn.send(get("/huge"));
+    assertEquals((await conn.readResponse()).status, 502, mode);
+    await conn.send(get("/cookies"));
+    const withCookies = await conn.readResponse();
+    assertEquals(
+      headerValues(withCookies.headers, "set-cookie"),
+      Array.from({ length: 100 }, (_, i) => `c${i}=${"v".repeat(200)}; Path=/`),
+      mode,
+    );
+    await conn.send(get("/fields"));
+    const withFields = await conn.readResponse();
+    assertEquals(
+      withFields.headers.filter(([n]) => n.toLowerCase().startsWith("x-f")).map(([, v]) => v),
+      Array.from({ length: 200 }, (_, i) => String(i)),
+      mode,
+    );
+    const conns = world.received.map((r) => r.conn);
+    assert(conns[1] !== conns[0], `${mode}: connection reused after an oversized head`);
   });
 });
 
@@ -791,14 +727,10 @@ Deno.test({
   await withWorld(
     { "/205": "HTTP/1.1 205 Reset Content\r\nContent-Length: 0\r\n\r\n" },
     async (world) => {
-      const conn = await RawConnection.open(world.port);
-      try {
-        await conn.send(get("/205"));
-        const [head] = splitHead(await conn.readUntilQuiet(500, 5_000));
-        assertStringIncludes(head.toLowerCase(), "\r\ncontent-length: 0\r\n");
-      } finally {
-        conn.close();
-      }
+      using conn = await RawConnection.open(world.port);
+      await conn.send(get("/205"));
+      const [head] = splitHead(await conn.readUntilQuiet(500, 5_000));
+      assertStringIncludes(head.toLowerCase(), "\r\ncontent-length: 0\r\n");
     },
   );
 });
@@ -817,14 +749,10 @@ Deno.test("an HTTP/1.0 request with Transfer-Encoding, HTTP/0.9 and unknown vers
         `GET /v12 HTTP/1.2\r\nHost: ${HOST}\r\n\r\n`,
       ]
     ) {
-      const conn = await RawConnection.open(world.port);
-      try {
-        await conn.send(raw).catch(() => {});
-        const responses = parseResponses(await conn.readToEnd(5_000));
-        assertEquals(responses.map((r) => r.status), [400], `${mode} ${JSON.stringify(raw)}`);
-      } finally {
-        conn.close();
-      }
+      using conn = await RawConnection.open(world.port);
+      await conn.send(raw).catch(() => {});
+      const responses = parseResponses(await conn.readToEnd(5_000));
+      assertEquals(responses.map((r) => r.status), [400], `${mode} ${JSON.stringify(raw)}`);
     }
     assertEquals(world.received, [], mode);
   });
@@ -844,17 +772,13 @@ Deno.test({
   ignore: true,
 }, async () => {
   await withWorld({}, async (world) => {
-    const conn = await RawConnection.open(world.port);
-    try {
-      await conn.send(
-        `POST /big HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 100\r\n\r\n${"x".repeat(100)}` +
-          get("/after"),
-      );
-      const responses = parseResponses(await conn.readToEnd(5_000));
-      assertEquals(responses.map((r) => r.status), [413]);
-      assertEquals(world.received, []);
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(world.port);
+    await conn.send(
+      `POST /big HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 100\r\n\r\n${"x".repeat(100)}` +
+        get("/after"),
+    );
+    const responses = parseResponses(await conn.readToEnd(5_000));
+    assertEquals(responses.map((r) => r.status), [413]);
+    assertEquals(world.received, []);
   }, { proxy: { maxBodyBytes: 10 } });
 });

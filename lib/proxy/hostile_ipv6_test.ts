@@ -80,13 +80,9 @@ async function exchange(
   head: string,
   hostname = "::1",
 ): Promise<RawResponse> {
-  const conn = await RawConnection.open(port, hostname);
-  try {
-    await conn.send(head);
-    return await conn.readResponse({ timeoutMs: 5_000 });
-  } finally {
-    conn.close();
-  }
+  using conn = await RawConnection.open(port, hostname);
+  await conn.send(head);
+  return await conn.readResponse({ timeoutMs: 5_000 });
 }
 
 /** What the echo backend says it received. */

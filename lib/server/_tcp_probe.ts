@@ -6,7 +6,9 @@
  * @module
  */
 
-const libc = Deno.dlopen("libc.so.6", {
+import { LIBC_PATHS } from "./tcp_nodelay.ts";
+
+const libc = Deno.dlopen(LIBC_PATHS[Deno.build.arch]!, {
   getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   getpeername: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },

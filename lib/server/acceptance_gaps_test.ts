@@ -26,7 +26,7 @@ import {
 } from "../../tests/support/raw_http.ts";
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
-import { within } from "../../tests/support/wait.ts";
+import { SseProbe } from "../../tests/support/sse_probe.ts";
 import { type H2World, openH2, statusOf, textOf, withH2World } from "./_hostile_h2.ts";
 
 type Fields = [string, string][];
@@ -302,37 +302,13 @@ Deno.test("over h2 and HTTP/1.1 on TLS, a plain body sent to a client accepting 
 // ---------------------------------------------------------------------------
 
 Deno.test("over HTTPS (HTTP/1.1 and h2) each SSE event reaches the client promptly after the backend writes it (latency measured)", async () => {
-  const EVENTS = 6;
-  let sentAt: number[] = [];
-  let received: PromiseWithResolvers<void>[] = [];
-  const backend = startScriptedBackend(async (conn) => {
-    if ((await conn.readHead()) === null) return;
-    await conn.write(
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
-    );
-    for (let i = 0; i < EVENTS; i++) {
-      const text = `id: ${i}\ndata: event ${i}\n\n`;
-      sentAt[i] = performance.now();
-      await conn.write(`${text.length.toString(16)}\r\n${text}\r\n`);
-      // The next event only once the client has this one: each is measured alone.
-      await within(10_000, `the client to get event ${i}`, received[i]!.promise);
-    }
-    await conn.write("0\r\n\r\n");
-  }, { noDelay: true });
+  let probe = new SseProbe(6);
+  const backend = startScriptedBackend((conn) => probe.serve(conn), { noDelay: true });
   const report: string[] = [];
   try {
     await withH2World([route("a.test", backend.port)], async (world) => {
       for (const transport of ["http/1.1", "h2"] as const) {
-        sentAt = [];
-        received = Array.from({ length: EVENTS }, () => Promise.withResolvers<void>());
-        const latencies: number[] = [];
-        const onText = (text: string) => {
-          for (let i = latencies.length; i < EVENTS; i++) {
-            if (!text.includes(`data: event ${i}\n\n`)) break;
-            latencies.push(performance.now() - sentAt[i]!);
-            received[i]!.resolve();
-          }
-        };
+        probe = new SseProbe(6);
         if (transport === "h2") {
           const h2 = await openH2(world);
           try {
@@ -342,10 +318,11 @@ Deno.test("over HTTPS (HTTP/1.1 and h2) each SSE event reaches the client prompt
               [":authority", "a.test"],
               [":path", "/sse"],
             ]);
-            await h2.until(id, "every event", (s) => {
-              onText(s.data.map((d) => latin1(d)).join(""));
-              return latencies.length === EVENTS;
-            });
+            await h2.until(
+              id,
+              "every event",
+              (s) => probe.seen(s.data.map((d) => latin1(d)).join("")),
+            );
           } finally {
             await h2.close();
           }
@@ -353,33 +330,18 @@ Deno.test("over HTTPS (HTTP/1.1 and h2) each SSE event reaches the client prompt
           const tls = await tlsHttp1(world);
           try {
             await tls.write(new TextEncoder().encode("GET /sse HTTP/1.1\r\nHost: a.test\r\n\r\n"));
-            let text = "";
-            const buffer = new Uint8Array(16 * 1024);
-            await within(
-              20_000,
-              "every event",
-              (async () => {
-                while (latencies.length < EVENTS) {
-                  const n = await tls.read(buffer);
-                  if (n === null) throw new Error("Cannot read the events: closed");
-                  text += latin1(buffer.subarray(0, n));
-                  onText(text);
-                }
-              })(),
-            );
+            await probe.readFrom(tls);
           } finally {
             closeQuietly(tls);
           }
         }
-        const sorted = [...latencies].sort((a, b) => a - b);
-        const median = sorted[Math.floor(sorted.length / 2)]!;
-        report.push(
-          `${transport}: first ${latencies[0]!.toFixed(1)} ms, median ${median.toFixed(1)} ms, ` +
-            `max ${sorted.at(-1)!.toFixed(1)} ms`,
-        );
+        report.push(`${transport}: ${probe.summary()}`);
         // Not a speed target: a bound a buffering proxy (or a stream waiting for the next write)
         // cannot meet, as the next event is only sent once this one has arrived.
-        assert(median < 250, `${transport}: SSE event latencies ${latencies.join(", ")} ms`);
+        assert(
+          probe.median < 250,
+          `${transport}: SSE event latencies ${probe.latencies.join(", ")} ms`,
+        );
       }
     });
   } finally {

@@ -75,16 +75,16 @@ let loaded: { libc: Libc } | { reason: string } | undefined;
 /**
  * Sets `TCP_NODELAY` on every listening TCP socket of this process bound to
  * `port` (IPv4 or IPv6), so that the connections they accept from now on
- * have it. Never throws.
+ * have it; `on: false` clears it again (a benchmark's baseline). Never throws.
  */
-export function setNoDelayOnListeningSockets(port: number): NoDelayOutcome {
+export function setNoDelayOnListeningSockets(port: number, on = true): NoDelayOutcome {
   const found = libc();
   if ("reason" in found) return { ok: false, reason: found.reason };
   const address = new Uint8Array(128);
   const addressLength = new Uint32Array(1);
   const value = new Int32Array(1);
   const valueLength = new Uint32Array(1);
-  const on = new Int32Array([1]);
+  const option = new Int32Array([on ? 1 : 0]);
   let sockets = 0;
   for (let fd = 0; fd < SCANNED_DESCRIPTORS; fd++) {
     addressLength[0] = address.length;
@@ -96,7 +96,7 @@ export function setNoDelayOnListeningSockets(port: number): NoDelayOutcome {
     valueLength[0] = 4;
     if (found.libc.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, value, valueLength) !== 0) continue;
     if (value[0] !== 1) continue;
-    if (found.libc.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, on, 4) === 0) sockets++;
+    if (found.libc.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, option, 4) === 0) sockets++;
   }
   return sockets === 0
     ? {

@@ -23,7 +23,7 @@
 import { listenHttps } from "../../lib/server/https_listener.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { stubCertificateTable } from "../../lib/workers/stub_snapshot.ts";
-import { LIBC_PATHS } from "../../lib/server/tcp_nodelay.ts";
+import { setNoDelayOnListeningSockets } from "../../lib/server/tcp_nodelay.ts";
 
 function option(name: string, fallback: string): string {
   const index = Deno.args.indexOf(`--${name}`);
@@ -33,26 +33,6 @@ function option(name: string, fallback: string): string {
 const ROUNDS = Number(option("rounds", "3"));
 const SECONDS = Number(option("seconds", "4"));
 const HOST = option("host", "127.0.0.1");
-
-/** Clears `TCP_NODELAY` on the listening sockets bound to `port` (the baseline). */
-function clearNoDelay(port: number): number {
-  const libc = Deno.dlopen(LIBC_PATHS[Deno.build.arch]!, {
-    getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
-    setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "i32"], result: "i32" },
-  });
-  const address = new Uint8Array(128);
-  const length = new Uint32Array(1);
-  let cleared = 0;
-  for (let fd = 0; fd < 65_536; fd++) {
-    length[0] = address.length;
-    if (libc.symbols.getsockname(fd, address, length) !== 0) continue;
-    if (((address[2]! << 8) | address[3]!) !== port) continue;
-    // setsockopt(IPPROTO_TCP, TCP_NODELAY, 0); nothing has connected yet.
-    if (libc.symbols.setsockopt(fd, 6, 1, new Int32Array([0]), 4) === 0) cleared++;
-  }
-  libc.close();
-  return cleared;
-}
 
 const KIB = new Uint8Array(1024).fill(97);
 const BIG = new Uint8Array(64 * 1024).fill(98);
@@ -107,8 +87,8 @@ if (import.meta.main) {
   const options = { hostname: HOST, port: 0, certificates: () => table };
   const withOption = listenHttps(handler, options);
   const without = listenHttps(handler, options);
-  const cleared = clearNoDelay(without.addr.port);
-  if (cleared === 0) throw new Error("Cannot clear TCP_NODELAY on the baseline listener");
+  const cleared = setNoDelayOnListeningSockets(without.addr.port, false);
+  if (!cleared.ok) throw new Error(`Cannot clear TCP_NODELAY on the baseline: ${cleared.reason}`);
   const targets = [["without TCP_NODELAY", without.addr.port], [
     "with TCP_NODELAY",
     withOption.addr.port,

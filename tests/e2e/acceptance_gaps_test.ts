@@ -119,27 +119,23 @@ Deno.test("a 1 GiB download and a 1 GiB upload stream through Sluice with its RS
     }
   };
   const upload = async (size: number) => {
-    const conn = await RawConnection.open(sluice.httpPort);
-    try {
-      // Bounded like the download: a Sluice that stops reading would hold `send` for good.
-      const response = await within(
-        300_000,
-        `a ${size}-byte upload`,
-        (async () => {
-          await conn.send(
-            `PUT /u HTTP/1.1\r\nHost: big.test\r\nContent-Length: ${size}\r\n\r\n`,
-          );
-          for (let i = 0; i * BLOCK < size; i++) {
-            await conn.send(blocks[i % 3]!.subarray(0, size - i * BLOCK));
-          }
-          return await conn.readResponse({ timeoutMs: 300_000 });
-        })(),
-      );
-      assertEquals(response.status, 200);
-      assertEquals(new TextDecoder().decode(response.body), `${size} ${expected(size)}`);
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(sluice.httpPort);
+    // Bounded like the download: a Sluice that stops reading would hold `send` for good.
+    const response = await within(
+      300_000,
+      `a ${size}-byte upload`,
+      (async () => {
+        await conn.send(
+          `PUT /u HTTP/1.1\r\nHost: big.test\r\nContent-Length: ${size}\r\n\r\n`,
+        );
+        for (let i = 0; i * BLOCK < size; i++) {
+          await conn.send(blocks[i % 3]!.subarray(0, size - i * BLOCK));
+        }
+        return await conn.readResponse({ timeoutMs: 300_000 });
+      })(),
+    );
+    assertEquals(response.status, 200);
+    assertEquals(new TextDecoder().decode(response.body), `${size} ${expected(size)}`);
   };
 
   const report: string[] = [];
@@ -229,19 +225,15 @@ Deno.test("--hsts-max-age sets the HSTS a TLS host gets over HTTPS, --no-hsts re
           [...hsts],
           flags[0],
         );
-        const conn = await RawConnection.open(sluice.httpPort);
-        try {
-          await conn.send("GET /a/b?c=d%20e&f HTTP/1.1\r\nHost: secure.test\r\n\r\n");
-          const redirect = await conn.readResponse();
-          assertEquals(redirect.status, 308, flags[0]);
-          assertEquals(
-            headerValue(redirect.headers, "location"),
-            "https://secure.test/a/b?c=d%20e&f",
-          );
-          assertEquals(headerValues(redirect.headers, "strict-transport-security"), []);
-        } finally {
-          conn.close();
-        }
+        using conn = await RawConnection.open(sluice.httpPort);
+        await conn.send("GET /a/b?c=d%20e&f HTTP/1.1\r\nHost: secure.test\r\n\r\n");
+        const redirect = await conn.readResponse();
+        assertEquals(redirect.status, 308, flags[0]);
+        assertEquals(
+          headerValue(redirect.headers, "location"),
+          "https://secure.test/a/b?c=d%20e&f",
+        );
+        assertEquals(headerValues(redirect.headers, "strict-transport-security"), []);
       } finally {
         await sluice.stop("SIGKILL");
       }
@@ -265,13 +257,9 @@ Deno.test("--max-body-size and --trusted-proxy-cidrs reach the data plane of a 2
     "--trusted-proxy-cidrs=127.0.0.0/8",
   ]);
   const ask = async (text: string) => {
-    const conn = await RawConnection.open(sluice.httpPort);
-    try {
-      await conn.send(text);
-      return await conn.readResponse();
-    } finally {
-      conn.close();
-    }
+    using conn = await RawConnection.open(sluice.httpPort);
+    await conn.send(text);
+    return await conn.readResponse();
   };
   try {
     await sluice.ready();

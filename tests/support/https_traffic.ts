@@ -15,6 +15,7 @@
 import { RawH2, statusOf, textOf } from "../../lib/server/_hostile_h2.ts";
 import { derOf, probeCertificate, sameBytes } from "../../lib/server/_hostile_tls.ts";
 import { closeQuietly, headerValue, RawConnection } from "./raw_http.ts";
+import { tally } from "./steady_traffic.ts";
 
 /** One request's outcome. */
 export interface HttpsResult {
@@ -274,13 +275,7 @@ export function startHttpsTraffic(options: HttpsTrafficOptions): HttpsTraffic {
 
 /** Failures among `results`, counted by protocol and kind (`h2 status 502` → n). */
 export function httpsFailures(results: readonly HttpsResult[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const r of results) {
-    if (r.failure === undefined) continue;
-    const key = `${r.protocol} ${r.failure}`;
-    out[key] = (out[key] ?? 0) + 1;
-  }
-  return out;
+  return tally(results, (r) => r.failure === undefined ? undefined : `${r.protocol} ${r.failure}`);
 }
 
 /**

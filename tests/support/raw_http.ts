@@ -126,6 +126,11 @@ export class RawConnection {
     closeQuietly(this.#conn);
   }
 
+  /** `using conn = await RawConnection.open(port)` closes it at the end of the block. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   async #readMore(deadline: number): Promise<void> {
     const remaining = deadline - Date.now();
     if (remaining <= 0) throw new Error("Timed out waiting for bytes");

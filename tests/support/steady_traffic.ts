@@ -117,22 +117,25 @@ export function startTraffic(options: TrafficOptions): Traffic {
   };
 }
 
-/** Failures among `results`, counted by method and kind (`POST status 502` → n). */
-export function failuresByKind(results: readonly TrafficResult[]): Record<string, number> {
+/** How many of `items` fall under each key; `keyOf` returning undefined skips an item. */
+export function tally<T>(
+  items: readonly T[],
+  keyOf: (item: T) => string | undefined,
+): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const r of results) {
-    if (r.failure === undefined) continue;
-    const key = `${r.method} ${r.failure}`;
-    out[key] = (out[key] ?? 0) + 1;
+  for (const item of items) {
+    const key = keyOf(item);
+    if (key !== undefined) out[key] = (out[key] ?? 0) + 1;
   }
   return out;
 }
 
+/** Failures among `results`, counted by method and kind (`POST status 502` → n). */
+export function failuresByKind(results: readonly TrafficResult[]): Record<string, number> {
+  return tally(results, (r) => r.failure === undefined ? undefined : `${r.method} ${r.failure}`);
+}
+
 /** Answers per pod among `results`. */
 export function answersByPod(results: readonly TrafficResult[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const r of results) {
-    if (r.pod !== undefined) out[r.pod] = (out[r.pod] ?? 0) + 1;
-  }
-  return out;
+  return tally(results, (r) => r.pod);
 }
