@@ -206,6 +206,8 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
       httpPort: config.httpPort,
       httpsPort: config.httpsPort,
       httpClientTimeouts: config.httpClientTimeouts,
+      firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
+      idleTimeoutMs: config.clientIdleTimeoutMs,
       handlerOptions,
       logging: { level: config.logLevel, format: config.logFormat },
     },

@@ -42,6 +42,10 @@ export interface Config {
   readonly accessLog: boolean;
   readonly sslRedirect: boolean;
   readonly httpClientTimeouts: boolean;
+  /** How long a client connection may take (TLS handshake included) to send its first bytes. */
+  readonly clientFirstBytesTimeoutMs: number;
+  /** A client connection idle, trickling a request head or reading nothing for this long is closed (within 1-2×). */
+  readonly clientIdleTimeoutMs: number;
   readonly hsts: boolean;
   readonly hstsMaxAgeSeconds: number;
   /** Port named in HTTP→HTTPS redirects (the Service's HTTPS port, not the listener's). */
@@ -233,8 +237,24 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "httpClientTimeouts",
     kind: "boolean",
     default: "false",
+    help: "Give plain-HTTP connections the client timeouts HTTPS has (relays them: slower)",
+  },
+  {
+    name: "client-first-bytes-timeout",
+    key: "clientFirstBytesTimeoutMs",
+    kind: "duration",
+    default: "30s",
+    min: 1,
+    help: "Close a client connection whose TLS handshake and first bytes take longer",
+  },
+  {
+    name: "client-idle-timeout",
+    key: "clientIdleTimeoutMs",
+    kind: "duration",
+    default: "75s",
+    min: 1,
     help:
-      "Close plain-HTTP connections silent for 30s or idle for 75s, as HTTPS does (relays them: slower)",
+      "Close a client connection idle, trickling a request head or reading nothing this long (checked per period: within 1-2x)",
   },
   {
     name: "hsts",

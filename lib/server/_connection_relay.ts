@@ -17,7 +17,7 @@
  * keep-alive response for about 40 ms.) Responses larger than one read
  * (16 KiB) or streamed in several writes reach the TLS socket in several
  * writes: they do not wait for the client's ACK only because the HTTPS
- * listener gives its sockets `TCP_NODELAY` through FFI (`tcp_nodelay.ts`).
+ * listener gives its sockets `TCP_NODELAY` through FFI (`native_socket.ts`).
  *
  * Each relay holds two small buffers (one per direction) for its life.
  * Knows nothing of HTTP, certificates or routing.
@@ -63,6 +63,12 @@ export interface RelayOptions {
    * Upgraded connections are exempt from the first two.
    */
   readonly idleTimeoutMs: number;
+  /**
+   * Called with a TLS connection given up on in its handshake (at the
+   * first-bytes timeout, or `stop()`), after closing it: Deno 2.9.6 did not
+   * close its socket (see `native_socket.ts`).
+   */
+  readonly onAbandoned?: (conn: Deno.Conn<Deno.NetAddr>) => void;
   /** Called once the inner connection exists, before any byte is relayed; `port` is its local port. */
   readonly register: (port: number, peer: RelayPeer) => void;
   /**
@@ -160,19 +166,23 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
   const run = async () => {
     // The first read drives the TLS handshake and waits for the client's first bytes, bounded in
     // time; close() cancels it. (Deno 2.9.6 caveat: while the handshake itself is pending, from
-    // no byte at all to a whole ClientHello answered, close() does not close the socket; it stays
-    // until the client leaves. A partial ClientHello, or a finished handshake without a request,
-    // is closed. Pinned by hostile_tls_test.ts.)
+    // no byte at all to a whole ClientHello answered, close() does not close the socket: such a
+    // connection goes to options.onAbandoned. A partial ClientHello, or a finished handshake
+    // without a request, is closed. Pinned by native_socket_test.ts and hostile_tls_test.ts.)
     const clientBuffer = new Uint8Array(CLIENT_BUFFER_BYTES);
     const tls = "handshake" in conn;
+    // Only a connection still in its handshake needs onAbandoned: a finished one closes.
+    let handshaking = tls;
+    if (tls) (conn as Deno.TlsConn).handshake().then(() => handshaking = false, () => {});
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let timedOut = false;
     let first: number | null;
     try {
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error("No first bytes in time")),
-          options.firstBytesTimeoutMs,
-        );
+        timer = setTimeout(() => {
+          timedOut = true;
+          reject(new Error("No first bytes in time"));
+        }, options.firstBytesTimeoutMs);
       });
       first = await Promise.race([conn.read(clientBuffer), timeout]);
       if (first === null || stopped) throw new Error("closed before a request");
@@ -180,7 +190,9 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       if (!tls) (conn as Deno.TcpConn).setNoDelay(true);
       inner = await Deno.connect(options.inner);
     } catch {
+      const abandoned = handshaking && (timedOut || stopped);
       stop();
+      if (abandoned) options.onAbandoned?.(conn);
       return;
     } finally {
       clearTimeout(timer);

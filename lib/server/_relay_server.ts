@@ -44,6 +44,8 @@ export interface RelayServerOptions {
   readonly localPort: () => number;
   /** Answers when the handler throws. Default: a bare 500. */
   readonly onError?: (error: unknown) => Response | Promise<Response>;
+  /** See `RelayOptions.onAbandoned` in `_connection_relay.ts`. */
+  readonly onAbandoned?: (conn: Deno.Conn<Deno.NetAddr>) => void;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   readonly onRequest?: (delta: 1 | -1) => void;
 }
@@ -117,6 +119,7 @@ export class RelayServer {
       inner: { hostname: INNER_HOSTNAME, port: this.#inner.addr.port },
       firstBytesTimeoutMs: options.firstBytesTimeoutMs,
       idleTimeoutMs: options.idleTimeoutMs,
+      ...(options.onAbandoned === undefined ? {} : { onAbandoned: options.onAbandoned }),
       register: (port, peer) => this.#peers.set(port, peer),
       unregister: (port, peer) => {
         if (this.#peers.get(port) === peer) this.#peers.delete(port);

@@ -28,10 +28,15 @@
  *   and held each small keep-alive response about 40 ms for want of
  *   `TCP_NODELAY`; see `_connection_relay.ts`. The relay costs one loopback
  *   hop, one copy per byte and two more descriptors per connection.)
- * - Every new listening socket gets `TCP_NODELAY` (`tcp_nodelay.ts`, through
+ * - Every new listening socket gets `TCP_NODELAY` (`native_socket.ts`, through
  *   FFI), which the connections it accepts inherit: without it, a response
  *   reaching the TLS socket in several writes (streams, bodies over 16 KiB)
  *   waited about 40 ms for the client's delayed ACK.
+ * - A connection still in its TLS handshake at the first-bytes timeout (or
+ *   at shutdown) is closed, and its socket then shut down through FFI
+ *   (`_stalled_sockets.ts`, a batch per second at most): Deno's `close()`
+ *   leaves such a socket to the client, so a client could otherwise hold any
+ *   number of descriptors by connecting and sending nothing.
  *
  * The only connections a rotation can lose are those the kernel queued on
  * the old socket in the instant it closes, before the accept loop took them
@@ -54,7 +59,8 @@ import { componentLogger, type Logger } from "../log/logging.ts";
 import { listenTlsWithSni, type TlsKeyPair } from "../tls/deno_sni.ts";
 import { Generation } from "./_generation.ts";
 import { RelayServer } from "./_relay_server.ts";
-import { setNoDelayOnListeningSockets } from "./tcp_nodelay.ts";
+import { setNoDelayOnListeningSockets } from "./native_socket.ts";
+import { StalledSockets } from "./_stalled_sockets.ts";
 import {
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   type Listener,
@@ -109,6 +115,10 @@ export interface HttpsListenerStats {
   readonly connections: number;
   /** Requests in flight (a request counts until its response has been sent). */
   readonly requests: number;
+  /** Connections given up on while still in their TLS handshake (the first-bytes timeout, or shutdown). */
+  readonly stalledHandshakes: number;
+  /** Of those, sockets Sluice shut down itself (Deno does not close them; see `native_socket.ts`). */
+  readonly stalledHandshakesShut: number;
 }
 
 /** Why a generation was replaced. */
@@ -145,6 +155,7 @@ export class HttpsListener implements Listener {
   #rotations = 0;
   #rotationQueued = false;
   #noDelayWarned = false;
+  #stalled: StalledSockets;
   #shutdown: Promise<ShutdownResult> | undefined;
   #resolveFinished: () => void = () => {};
 
@@ -158,11 +169,19 @@ export class HttpsListener implements Listener {
       );
     }
     let localPort = 0;
+    this.#stalled = new StalledSockets({
+      onUnavailable: (reason) =>
+        this.#logger.warn(
+          "HTTPS connections that stall in their TLS handshake keep their socket until the client leaves, so a client can use up descriptors: {reason}",
+          { reason },
+        ),
+    });
     this.#server = new RelayServer(handler, {
       secure: true,
       firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
       idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
       localPort: () => localPort,
+      onAbandoned: (conn) => this.#stalled.add(conn),
       ...(options.onError === undefined ? {} : { onError: options.onError }),
       ...(options.onRequest === undefined ? {} : { onRequest: options.onRequest }),
     });
@@ -188,6 +207,8 @@ export class HttpsListener implements Listener {
       draining,
       connections: this.#server.connections,
       requests: this.#server.requests,
+      stalledHandshakes: this.#stalled.stats.queued,
+      stalledHandshakesShut: this.#stalled.stats.shut,
     };
   }
 
@@ -226,7 +247,8 @@ export class HttpsListener implements Listener {
     const generations = [this.#current, ...this.#retired];
     await Promise.all(generations.map((generation) => generation.stopAccepting()));
     const { result, finished } = await this.#server.shutdown(timeoutMs);
-    void finished.then(() => this.#resolveFinished());
+    // The relays stopped in their handshake left their sockets to be shut down.
+    void finished.then(() => this.#stalled.flush()).then(() => this.#resolveFinished());
     return result;
   }
 
@@ -259,7 +281,7 @@ export class HttpsListener implements Listener {
     return generation;
   }
 
-  /** Connections the new socket accepts get `TCP_NODELAY` (see `tcp_nodelay.ts`); says once if not. */
+  /** Connections the new socket accepts get `TCP_NODELAY` (see `native_socket.ts`); says once if not. */
   #setNoDelay(port: number, generation: number): void {
     const outcome = setNoDelayOnListeningSockets(port);
     if (outcome.ok || this.#noDelayWarned) return;

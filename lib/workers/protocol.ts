@@ -27,6 +27,10 @@ export interface WorkerConfig {
   readonly httpsPort: number | null;
   /** Relay plain-HTTP connections to enforce the HTTPS listener's timeouts (see `HttpListenerOptions.relay`). */
   readonly httpClientTimeouts?: boolean;
+  /** See `HttpsListenerOptions.firstBytesTimeoutMs`; also for relayed plain HTTP. */
+  readonly firstBytesTimeoutMs?: number;
+  /** See `HttpsListenerOptions.idleTimeoutMs`; also for relayed plain HTTP. */
+  readonly idleTimeoutMs?: number;
   /** See `HttpsListenerOptions.maxServerNames`. */
   readonly maxServerNames?: number;
   /** Options for the worker's request handler factory (plain data; e.g. the proxy's timeouts and HSTS). */

@@ -157,6 +157,10 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         options.onRequest?.(listener, delta);
       },
     });
+    const clientTimeouts = {
+      firstBytesTimeoutMs: config.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+      idleTimeoutMs: config.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    };
     let httpPort: number | null = null;
     let httpsPort: number | null = null;
     if (config.httpPort !== null) {
@@ -166,14 +170,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           hostname,
           port,
           reusePort: true,
-          ...(config.httpClientTimeouts === true
-            ? {
-              relay: {
-                firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
-                idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
-              },
-            }
-            : {}),
+          ...(config.httpClientTimeouts === true ? { relay: clientTimeouts } : {}),
           ...counted("http"),
         }));
       listeners.push({ name: "http", listener: http });
@@ -186,6 +183,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           hostname,
           port,
           certificates: () => snapshot().certificates,
+          ...clientTimeouts,
           ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
           ...counted("https"),
           logger: logger(),

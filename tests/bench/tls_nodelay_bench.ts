@@ -1,7 +1,7 @@
 // A benchmark script: printing its report is its job.
 // deno-lint-ignore-file no-console
 /**
- * What `TCP_NODELAY` on TLS connections (`lib/server/tcp_nodelay.ts`) is
+ * What `TCP_NODELAY` on TLS connections (`lib/server/native_socket.ts`) is
  * worth: two HTTPS listeners in one process, the same but for the option,
  * which the bench clears again on the baseline's listening socket. wrk
  * (installed by `deno task bench:proxy`, or `apt-get install wrk`) drives
@@ -23,7 +23,7 @@
 import { listenHttps } from "../../lib/server/https_listener.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { stubCertificateTable } from "../../lib/workers/stub_snapshot.ts";
-import { setNoDelayOnListeningSockets } from "../../lib/server/tcp_nodelay.ts";
+import { setNoDelayOnListeningSockets } from "../../lib/server/native_socket.ts";
 
 function option(name: string, fallback: string): string {
   const index = Deno.args.indexOf(`--${name}`);

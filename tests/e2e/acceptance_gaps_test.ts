@@ -3,7 +3,8 @@
  * a `--manifests` directory, no cluster): a 1 GiB download and a 1 GiB
  * upload stream through it while its RSS, read from /proc, stays flat; and
  * the HSTS flags (`--hsts-max-age`, `--no-hsts`) and the HTTP→HTTPS 308 as
- * a client sees them.
+ * a client sees them; `--max-body-size` and `--trusted-proxy-cidrs`; and
+ * clients stalled in their TLS handshake (`--client-first-bytes-timeout`).
  *
  * @module
  */
@@ -15,7 +16,8 @@ import { writeManifestDir } from "../support/manifest_dir.ts";
 import { headerValue, headerValues, RawConnection } from "../support/raw_http.ts";
 import { startScriptedBackend } from "../support/scripted_backend.ts";
 import { spawnSluice } from "../support/sluice_process.ts";
-import { within } from "../support/wait.ts";
+import { waitFor, within } from "../support/wait.ts";
+import { clientHello } from "../../lib/server/_hostile_tls.ts";
 
 const GIB = 1024 * 1024 * 1024;
 const BLOCK = 1024 * 1024;
@@ -285,6 +287,60 @@ Deno.test("--max-body-size and --trusted-proxy-cidrs reach the data plane of a 2
   } finally {
     await sluice.stop("SIGKILL");
     await backend.close();
+    await dir.remove();
+  }
+});
+
+/** How many descriptors `pid` holds. */
+function descriptors(pid: number): number {
+  return [...Deno.readDirSync(`/proc/${pid}/fd`)].length;
+}
+
+// Was a limitation: Deno 2.9.6 does not close a TLS connection whose handshake is pending, so a
+// client could hold any number of Sluice's descriptors by connecting to the HTTPS port and sending
+// nothing. Sluice now shuts such sockets down through FFI, which this checks with exactly the
+// binary's permissions.
+Deno.test("--client-first-bytes-timeout: clients stalled in their TLS handshake are disconnected and Sluice's descriptors go back", async () => {
+  const dir = await writeManifestDir([]);
+  const sluice = await spawnSluice([
+    `--manifests=${dir.path}`,
+    "--workers=2",
+    "--shutdown-delay=0s",
+    "--client-first-bytes-timeout=500ms",
+  ]);
+  const conns: Deno.Conn[] = [];
+  try {
+    await sluice.ready();
+    const before = descriptors(sluice.pid);
+    for (let i = 0; i < 100; i++) {
+      conns.push(await Deno.connect({ hostname: "127.0.0.1", port: sluice.httpsPort }));
+    }
+    // One sends a whole ClientHello and then nothing: the server's flight comes, then the end.
+    await conns[0]!.write(clientHello({ serverName: "stalled.test" }));
+    await waitFor("Sluice to accept them", () => descriptors(sluice.pid) >= before + 100);
+    const buffer = new Uint8Array(16 * 1024);
+    const ends = await within(
+      20_000,
+      "every stalled client's end",
+      Promise.all(conns.map(async (conn) => {
+        try {
+          while ((await conn.read(buffer)) !== null) { /* the server's flight, for the one */ }
+        } catch {
+          // A reset ends it too.
+        }
+        return true;
+      })),
+    );
+    assertEquals(ends.length, 100);
+    await waitFor("Sluice's descriptors to go back", () => descriptors(sluice.pid) <= before + 2);
+    assertEquals(
+      sluice.logs.filter((line) => line.includes("keep their socket")),
+      [],
+      "shutting the sockets down works with the binary's permissions",
+    );
+  } finally {
+    for (const conn of conns) conn.close();
+    await sluice.stop("SIGKILL");
     await dir.remove();
   }
 });

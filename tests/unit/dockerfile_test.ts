@@ -4,7 +4,7 @@
  * Dockerfile, deno.json and the program promise each other.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
-import { LIBC_PATHS } from "../../lib/server/tcp_nodelay.ts";
+import { LIBC_PATHS } from "../../lib/server/native_socket.ts";
 
 const root = new URL("../../", import.meta.url);
 const dockerfile = await Deno.readTextFile(new URL("Dockerfile", root));
@@ -80,7 +80,7 @@ Deno.test("the permission set grants only the sys information the program reads"
   // lookup's home directory (uid). Every end-to-end test runs the program with this set.
   assertEquals(set.sys, ["hostname", "uid"]);
   assert(!("write" in set) && !("run" in set), "no write or run");
-  // FFI only to glibc, whose setsockopt() gives TLS connections TCP_NODELAY (lib/server/tcp_nodelay.ts).
+  // FFI only to glibc, whose setsockopt() gives TLS connections TCP_NODELAY (lib/server/native_socket.ts).
   assertEquals(set.ffi, Object.values(LIBC_PATHS));
 });
 

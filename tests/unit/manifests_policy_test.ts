@@ -344,7 +344,7 @@ Deno.test("the program calls only Deno APIs the sluice permission set allows", a
   }
   // FFI is granted for glibc's path only, and only the module that sets TCP_NODELAY uses it.
   if (Array.isArray(set.ffi)) allowed.add("ffi");
-  assertEquals(used.get("ffi") ?? [], ["lib/server/tcp_nodelay.ts"], "FFI users");
+  assertEquals(used.get("ffi") ?? [], ["lib/server/native_socket.ts"], "FFI users");
   const outside = [...used].filter(([needs]) => !allowed.has(needs));
   assertEquals(outside, [], "APIs outside the permission set");
   // And each broad grant is used: read (manifests, kubeconfig), net, env (SLUICE_*), hostname.

@@ -1,0 +1,290 @@
+/**
+ * What Deno 2.9.6 cannot do to its own TCP sockets, done through its FFI to
+ * glibc's `libc.so.6` at its Debian path ({@linkcode LIBC_PATHS}, as in the
+ * distroless image): Deno hands out no descriptors, so each function lists
+ * the process's descriptors (`/proc/self/fd`, read through glibc: Deno lets
+ * only `--allow-all` list it) and finds its sockets by address, calling
+ * `getsockname` (and `getpeername`) on each. That needs `--allow-ffi` for that one file (the `sluice`
+ * permission set grants exactly these paths). Without it, or without glibc
+ * there, each function reports why and changes nothing.
+ *
+ * **`TCP_NODELAY` on TLS connections** ({@linkcode setNoDelayOnListeningSockets}).
+ * `Deno.TlsConn` has no `setNoDelay()`, and `Deno.listenTls` offers no such
+ * option. Without it, a response written in more than one piece (an SSE or
+ * chunked stream, or any body larger than one relay write of 16 KiB) waits
+ * for the client's delayed ACK, about 40 ms, whenever a small segment is
+ * still unacknowledged: measured on a 1500-byte MTU veth pair, three 100-byte
+ * chunks 5 ms apart took 44 ms instead of 13, and 64 KiB responses had a p99
+ * of 45 ms instead of 8 (on loopback, with its 64 KiB MSS, every such
+ * response waited). Linux copies `TCP_NODELAY` from a listening socket to the
+ * sockets it accepts, so setting it once on each listening socket is enough.
+ * The sweep may touch a socket that another thread (another worker) opens or
+ * closes meanwhile: setting `TCP_NODELAY` is harmless on any TCP socket, a
+ * descriptor reused as something else just fails the call, and another
+ * worker's listening socket on the same port (`reusePort`) wants it too.
+ *
+ * **Closing a connection stalled in its TLS handshake**
+ * ({@linkcode shutdownConnections}). Closing a `Deno.TlsConn` whose handshake
+ * is pending does not close its socket: Deno's handshake task keeps the TCP
+ * stream until the client leaves, so a client that connects and sends
+ * nothing (or a ClientHello and then nothing) would hold a descriptor for
+ * good. `shutdown(2)` on the socket ends that task's read, and the task then
+ * drops the socket. The socket is matched by all four of its addresses and
+ * ports, read again right before the call, so only a connection with exactly
+ * that address pair can be shut down: one the caller has given up on.
+ *
+ * `native_socket_test.ts` proves both with real sockets, and pins the Deno
+ * behaviour each works around; re-run it after a Deno or kernel upgrade.
+ *
+ * Knows nothing of TLS, HTTP or Sluice's listeners.
+ *
+ * @module
+ */
+
+import { parseIp } from "../proxy/cidr.ts";
+
+/** What {@linkcode setNoDelayOnListeningSockets} did. */
+export type NoDelayOutcome =
+  | { readonly ok: true; readonly sockets: number }
+  | { readonly ok: false; readonly reason: string };
+
+/** glibc as Debian (and the distroless image) installs it, per CPU architecture. */
+export const LIBC_PATHS: Readonly<Record<string, string>> = {
+  x86_64: "/lib/x86_64-linux-gnu/libc.so.6",
+  aarch64: "/lib/aarch64-linux-gnu/libc.so.6",
+};
+
+/**
+ * Descriptor numbers tried, from 0, when `/proc/self/fd` cannot be listed
+ * (no `/proc`): 12-20 ms per 65,536 here.
+ */
+const FALLBACK_DESCRIPTORS = 65_536;
+
+/** Descriptors examined between two yields to the event loop (at most about 0.2 s of work). */
+const SWEEP_SLICE = 65_536;
+
+const AF_INET = 2;
+const AF_INET6 = 10;
+const SOL_SOCKET = 1;
+const SO_ACCEPTCONN = 30;
+const IPPROTO_TCP = 6;
+const TCP_NODELAY = 1;
+const SHUT_RDWR = 2;
+const O_DIRECTORY = 0o200000;
+const O_CLOEXEC = 0o2000000;
+
+const SYMBOLS = {
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  getpeername: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  open: { parameters: ["buffer", "i32"], result: "i32" },
+  getdents64: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  shutdown: { parameters: ["i32", "i32"], result: "i32" },
+  getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "i32"], result: "i32" },
+} as const;
+
+type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+let loaded: { libc: Libc } | { reason: string } | undefined;
+
+/**
+ * Sets `TCP_NODELAY` on every listening TCP socket of this process bound to
+ * `port` (IPv4 or IPv6), so that the connections they accept from now on
+ * have it; `on: false` clears it again (a benchmark's baseline). Never throws.
+ */
+export function setNoDelayOnListeningSockets(port: number, on = true): NoDelayOutcome {
+  const found = libc();
+  if ("reason" in found) return { ok: false, reason: found.reason };
+  const address = new Uint8Array(128);
+  const addressLength = new Uint32Array(1);
+  const value = new Int32Array(1);
+  const valueLength = new Uint32Array(1);
+  const option = new Int32Array([on ? 1 : 0]);
+  let sockets = 0;
+  for (const fd of openDescriptors(found.libc)) {
+    addressLength[0] = address.length;
+    if (found.libc.getsockname(fd, address, addressLength) !== 0) continue;
+    const family = address[0]! | (address[1]! << 8);
+    if (family !== AF_INET && family !== AF_INET6) continue;
+    // sockaddr_in and sockaddr_in6 both hold the port at bytes 2-3, big-endian.
+    if (((address[2]! << 8) | address[3]!) !== port) continue;
+    valueLength[0] = 4;
+    if (found.libc.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, value, valueLength) !== 0) continue;
+    if (value[0] !== 1) continue;
+    if (found.libc.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, option, 4) === 0) sockets++;
+  }
+  return sockets === 0
+    ? {
+      ok: false,
+      reason: `No listening TCP socket on port ${port}`,
+    }
+    : { ok: true, sockets };
+}
+
+/** A connection's two ends, as `Deno.Conn` reports them. */
+export interface ConnectionEnds {
+  readonly localAddr: Deno.NetAddr;
+  readonly remoteAddr: Deno.NetAddr;
+}
+
+/** What {@linkcode shutdownConnections} did. */
+export type ShutdownOutcome =
+  | {
+    readonly ok: true;
+    /** Connections found and shut down. */
+    readonly shut: number;
+    /** Connections not found: already closed (or above the descriptors examined). */
+    readonly missing: number;
+    /** Descriptor numbers examined. */
+    readonly examined: number;
+  }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Shuts down (`shutdown(2)`, both directions) this process's connected TCP
+ * sockets whose local and remote address and port are exactly those of one
+ * of `connections`, so a socket Deno would not close on `close()` (see the
+ * module's documentation) ends, and its owner drops it. A connection
+ * already closed is not found and counted as missing. Examines descriptor
+ * numbers from 0 up to the process's limit (at most 2^20), 65,536 between
+ * two yields to the event loop, and stops once every connection was found.
+ * Never throws.
+ */
+export async function shutdownConnections(
+  connections: readonly ConnectionEnds[],
+): Promise<ShutdownOutcome> {
+  const found = libc();
+  if ("reason" in found) return { ok: false, reason: found.reason };
+  const { libc: calls } = found;
+  const wanted = new Map<string, { local: Uint8Array; remote: Uint8Array }[]>();
+  const localPorts = new Set<number>();
+  let pending = 0;
+  for (const { localAddr, remoteAddr } of connections) {
+    const local = parseIp(localAddr.hostname);
+    const remote = parseIp(remoteAddr.hostname);
+    if (local === undefined || remote === undefined) continue;
+    const key = `${localAddr.port}/${remoteAddr.port}`;
+    wanted.set(key, [...wanted.get(key) ?? [], { local, remote }]);
+    localPorts.add(localAddr.port);
+    pending++;
+  }
+  const missingFromStart = connections.length - pending;
+  const address = new Uint8Array(128);
+  const addressLength = new Uint32Array(1);
+  /** The port and address of `fd`'s local (`getsockname`) or remote end, or undefined. */
+  const end = (call: Libc["getsockname"], fd: number) => {
+    addressLength[0] = address.length;
+    if (call(fd, address, addressLength) !== 0) return undefined;
+    const family = address[0]! | (address[1]! << 8);
+    // sockaddr_in and sockaddr_in6 both hold the port at bytes 2-3, big-endian.
+    const port = (address[2]! << 8) | address[3]!;
+    if (family === AF_INET) return { port, ip: address.slice(4, 8) };
+    if (family !== AF_INET6) return undefined;
+    const ip = address.slice(8, 24);
+    // An IPv4 client of an IPv6 socket (::ffff:a.b.c.d), as parseIp() gives it.
+    return isV4Mapped(ip) ? { port, ip: ip.slice(12) } : { port, ip };
+  };
+  /** Whether `fd` is one of the wanted connections (removed from `wanted` if so). */
+  const matches = (fd: number): boolean => {
+    const local = end(calls.getsockname, fd);
+    if (local === undefined || !localPorts.has(local.port)) return false;
+    const remote = end(calls.getpeername, fd);
+    if (remote === undefined) return false;
+    const key = `${local.port}/${remote.port}`;
+    const candidates = wanted.get(key);
+    const index =
+      candidates?.findIndex((candidate) =>
+        sameBytes(candidate.local, local.ip) && sameBytes(candidate.remote, remote.ip)
+      ) ?? -1;
+    if (index < 0) return false;
+    candidates!.splice(index, 1);
+    if (candidates!.length === 0) wanted.delete(key);
+    return true;
+  };
+  let shut = 0;
+  let examined = 0;
+  for (const fd of openDescriptors(calls)) {
+    if (pending === 0) break;
+    if (++examined % SWEEP_SLICE === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    if (!matches(fd)) continue;
+    pending--;
+    if (calls.shutdown(fd, SHUT_RDWR) === 0) shut++;
+  }
+  return { ok: true, shut, missing: missingFromStart + pending, examined };
+}
+
+/**
+ * This process's open descriptor numbers, as {@linkcode shutdownConnections}
+ * and {@linkcode setNoDelayOnListeningSockets} examine them (for tests).
+ */
+export function openDescriptorNumbers(): readonly number[] | { reason: string } {
+  const found = libc();
+  return "reason" in found ? found : openDescriptors(found.libc);
+}
+
+/**
+ * This process's open descriptor numbers, read from `/proc/self/fd` with
+ * `getdents64` (Deno 2.9.6 lets only `--allow-all` list that directory, so
+ * glibc reads it); without `/proc`, the numbers 0 to 65,535.
+ */
+function openDescriptors(calls: Libc): readonly number[] {
+  const dir = calls.open(new TextEncoder().encode("/proc/self/fd\0"), O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return Array.from({ length: FALLBACK_DESCRIPTORS }, (_, fd) => fd);
+  const descriptors: number[] = [];
+  const buffer = new Uint8Array(32 * 1024);
+  const view = new DataView(buffer.buffer);
+  try {
+    for (;;) {
+      const n = Number(calls.getdents64(dir, buffer, BigInt(buffer.length)));
+      if (n <= 0) break;
+      // struct linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name.
+      for (let at = 0; at < n; at += view.getUint16(at + 16, true)) {
+        let fd = 0;
+        let digits = 0;
+        for (let i = at + 19; buffer[i] !== 0; i++) {
+          const digit = buffer[i]! - 0x30;
+          if (digit < 0 || digit > 9) {
+            digits = 0; // "." and ".."
+            break;
+          }
+          fd = fd * 10 + digit;
+          digits++;
+        }
+        if (digits > 0 && fd !== dir) descriptors.push(fd);
+      }
+    }
+  } finally {
+    calls.close(dir);
+  }
+  return descriptors;
+}
+
+function isV4Mapped(ip: Uint8Array): boolean {
+  for (let i = 0; i < 10; i++) if (ip[i] !== 0) return false;
+  return ip[10] === 0xff && ip[11] === 0xff;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
+}
+
+function libc(): { libc: Libc } | { reason: string } {
+  if (loaded !== undefined) return loaded;
+  const path = LIBC_PATHS[Deno.build.arch];
+  if (Deno.build.os !== "linux" || path === undefined) {
+    return loaded = {
+      reason: `Native socket calls are implemented for Linux on x86_64 and aarch64`,
+    };
+  }
+  try {
+    if (Deno.permissions.querySync({ name: "ffi", path }).state !== "granted") {
+      return loaded = {
+        reason: `Sluice runs without --allow-ffi="${path}"`,
+      };
+    }
+    return loaded = { libc: Deno.dlopen(path, SYMBOLS).symbols };
+  } catch (error) {
+    return loaded = { reason: `Cannot load "${path}": ${String(error)}` };
+  }
+}
