@@ -32,6 +32,8 @@ import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
 import { startWorkerPool, type WorkerPool } from "../workers/worker_pool.ts";
+import { ConnectionActivity } from "../server/connection_activity.ts";
+import { HttpConnectionReaper } from "../server/http_connection_reaper.ts";
 import {
   type SluiceHandlerOptions,
   type SluiceSnapshotData,
@@ -94,6 +96,7 @@ export async function startSluice(config: Config, environment: SluiceEnvironment
   } catch (error) {
     // Stopped, not terminated: a terminated worker is logged as lost, which is not what happened.
     await parts.pool?.shutdown({ timeoutMs: 1_000 });
+    await parts.reaper?.stop();
     await health.shutdown();
     throw error;
   }
@@ -174,6 +177,8 @@ interface StartContext extends SluiceEnvironment {
 /** The running parts the health port reports on, filled in as they start. */
 interface Parts {
   pool?: WorkerPool<SluiceSnapshotData>;
+  /** Plain HTTP's client timeouts, unless it is relayed (`--http-client-timeouts`). */
+  reaper?: HttpConnectionReaper;
   controller?: Controller;
   /** Renders `/metrics` once the metrics exist. */
   scrape?: () => Promise<{ body: string; contentType: string }>;
@@ -197,6 +202,9 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
     httpsRedirectPort: config.httpsRedirectPort,
   };
 
+  // Deno.serve gives plain HTTP no client timeouts: the workers count their requests per client
+  // port, and a reaper on this thread closes the connections past a timeout (unless relayed).
+  const activity = config.httpClientTimeouts ? undefined : new ConnectionActivity();
   // The data plane listens at once and answers 503 until the first routes arrive.
   const pool = await startWorkerPool<SluiceSnapshotData>({
     count: config.workers,
@@ -208,12 +216,27 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
       httpClientTimeouts: config.httpClientTimeouts,
       firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
       idleTimeoutMs: config.clientIdleTimeoutMs,
+      ...(activity === undefined ? {} : { connectionActivity: activity.buffer }),
       handlerOptions,
       logging: { level: config.logLevel, format: config.logFormat },
     },
     snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },
   });
   parts.pool = pool;
+  if (activity !== undefined && pool.httpPort !== null) {
+    parts.reaper = new HttpConnectionReaper({
+      port: pool.httpPort,
+      activity,
+      firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
+      idleTimeoutMs: config.clientIdleTimeoutMs,
+      onUnavailable: (reason) =>
+        logger.warn(
+          "Plain-HTTP connections get no client timeouts (one that sends nothing or sits idle stays open; --http-client-timeouts gives them through a relay): {reason}",
+          { reason },
+        ),
+    });
+    parts.reaper.start();
+  }
   logger.info("Serving HTTP on {httpPort} and HTTPS on {httpsPort} with {workers} workers", {
     httpPort: pool.httpPort,
     httpsPort: pool.httpsPort,
@@ -383,6 +406,7 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
         const publishingStopped = publishing?.stop() ?? Promise.resolve();
         await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
         const drained = await pool.shutdown({ timeoutMs: config.shutdownTimeoutMs });
+        await parts.reaper?.stop();
         // What is left must not push the exit past the grace period: an apiserver that no longer
         // answers gets a short, fixed wait.
         const stopped = await settlesWithin(

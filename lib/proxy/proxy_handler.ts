@@ -55,6 +55,14 @@ export interface ProxyRequestInfo {
    * host-less, and the backend gets an empty `Host`.
    */
   readonly fallbackAuthority?: string;
+  /**
+   * Told when a WebSocket session begins and ends, by client port, so the
+   * listener's idle-connection timeouts leave it alone (see `ConnectionInfo`).
+   */
+  readonly activity?: {
+    begin(port: number): void;
+    end(port: number): void;
+  };
 }
 
 /** Structured logger; LogTape's `Logger` fits. */
@@ -541,8 +549,14 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
           wsOptions,
         );
         track(relay);
+        // The connection stays busy for the session's whole life (idle timeouts leave it alone).
+        const clientPort = info.remoteAddr.port;
+        info.activity?.begin(clientPort);
         // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
-        void relay.ended.then(() => log(101, done));
+        void relay.ended.then(() => {
+          info.activity?.end(clientPort);
+          log(101, done);
+        });
         return response;
       } catch (error) {
         upstream.tunnel.conn.close();

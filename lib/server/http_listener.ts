@@ -5,12 +5,19 @@
  *
  * `Deno.serve` never closes a connection on its own (measured on Deno 2.9.6:
  * one that sends nothing, half a request head, or nothing after a response
- * stays open for good), so a client can hold any number of them. With
- * `relay`, the listener accepts connections itself and relays each into a
- * loopback `Deno.serve` (`_relay_server.ts`, as HTTPS does), closing one that
- * sends nothing for `firstBytesTimeoutMs`, or for `idleTimeoutMs` sits idle,
- * trickles a request head that never completes, or takes nothing of what it
- * is sent: one more loopback hop per connection, paid in throughput.
+ * stays open for good), so a client could hold any number of them. Two ways
+ * to give them timeouts:
+ *
+ * - `activity`: each request is counted by its client's port while in
+ *   flight, for a connection reaper (`http_connection_reaper.ts`) that reads
+ *   the sockets' kernel counters and shuts the silent, idle or stalled ones
+ *   down through FFI. Costs a few atomic operations per request.
+ * - `relay`: the listener accepts connections itself and relays each into a
+ *   loopback `Deno.serve` (`_relay_server.ts`, as HTTPS does), closing one
+ *   that sends nothing for `firstBytesTimeoutMs`, or for `idleTimeoutMs` sits
+ *   idle, trickles a request head that never completes, or takes nothing of
+ *   what it is sent: one more loopback hop per connection, paid in
+ *   throughput. For when FFI is not available.
  *
  * Knows nothing of routing or TLS; it calls a {@linkcode RequestHandler}.
  *
@@ -29,6 +36,7 @@ import {
   type ShutdownResult,
 } from "./listener.ts";
 import { settlesWithin } from "../timers/timers.ts";
+import type { ConnectionActivity } from "./connection_activity.ts";
 
 /** Options of {@linkcode listenHttp}. */
 export interface HttpListenerOptions {
@@ -42,6 +50,12 @@ export interface HttpListenerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   readonly onRequest?: (delta: 1 | -1) => void;
+  /**
+   * Where each request is counted by its client's port while in flight, for
+   * the connection reaper (`http_connection_reaper.ts`) that gives
+   * `Deno.serve`'s connections their timeouts. Not with `relay`.
+   */
+  readonly activity?: ConnectionActivity;
   /**
    * Own each connection and enforce these timeouts (see the module comment).
    * Default: `Deno.serve` on the port itself, no timeouts.
@@ -86,7 +100,7 @@ class HttpListener implements Listener {
     let localPort = 0;
     let fallbackAuthority = "";
     const onRequest = options.onRequest;
-    const done = () => onRequest?.(-1);
+    const activity = options.activity;
     this.#server = Deno.serve({
       hostname: options.hostname ?? "0.0.0.0",
       port: options.port,
@@ -94,15 +108,23 @@ class HttpListener implements Listener {
       onError: options.onError ?? internalServerError,
       onListen: () => {},
     }, (req, info) => {
-      if (onRequest !== undefined) {
-        onRequest(1);
+      const remoteAddr = info.remoteAddr;
+      if (onRequest !== undefined || activity !== undefined) {
+        const clientPort = remoteAddr.port;
+        onRequest?.(1);
+        activity?.begin(clientPort);
+        const done = () => {
+          onRequest?.(-1);
+          activity?.end(clientPort);
+        };
         info.completed.then(done, done);
       }
       const connection: ConnectionInfo = {
-        remoteAddr: info.remoteAddr,
+        remoteAddr,
         secure: false,
         localPort,
         fallbackAuthority,
+        ...(activity === undefined ? {} : { activity }),
       };
       return handler(req, connection);
     });

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { ConnectionActivity } from "./connection_activity.ts";
 
 /**
  * What a listener tells the handler about the connection, read once when the
@@ -24,6 +25,14 @@ export interface ConnectionInfo {
    * request without `Host` whose URL carries it named no host at all.
    */
   readonly fallbackAuthority: string;
+  /**
+   * Where a session that outlives its request (a WebSocket after its 101)
+   * is counted, so idle-connection timeouts leave it alone: call
+   * `begin(remoteAddr.port)` when it starts and `end(remoteAddr.port)` when
+   * it ends. Absent where nothing needs telling (a listener that owns its
+   * connections).
+   */
+  readonly activity?: ConnectionActivity;
 }
 
 /** Serves one request. Route on `new URL(req.url).host`: HTTP/2 requests have no `host` header. */

@@ -33,7 +33,14 @@
  * ports, read again right before the call, so only a connection with exactly
  * that address pair can be shut down: one the caller has given up on.
  *
- * `native_socket_test.ts` proves both with real sockets, and pins the Deno
+ * **Reading the kernel's counters of connections** ({@linkcode tcpConnectionsOnPort},
+ * {@linkcode shutdownTcpConnection}): `TCP_INFO` tells how long a socket has
+ * been silent each way and whether its client acknowledges what is sent,
+ * which `Deno.serve` does not (`http_connection_reaper.ts` gives plain HTTP
+ * its client timeouts with it). A descriptor is shut down only if it still
+ * has the ends it was read with, read again right before the call.
+ *
+ * `native_socket_test.ts` proves each with real sockets, and pins the Deno
  * behaviour each works around; re-run it after a Deno or kernel upgrade.
  *
  * Knows nothing of TLS, HTTP or Sluice's listeners.
@@ -69,6 +76,7 @@ const SOL_SOCKET = 1;
 const SO_ACCEPTCONN = 30;
 const IPPROTO_TCP = 6;
 const TCP_NODELAY = 1;
+const TCP_INFO = 11;
 const SHUT_RDWR = 2;
 const O_DIRECTORY = 0o200000;
 const O_CLOEXEC = 0o2000000;
@@ -96,19 +104,12 @@ let loaded: { libc: Libc } | { reason: string } | undefined;
 export function setNoDelayOnListeningSockets(port: number, on = true): NoDelayOutcome {
   const found = libc();
   if ("reason" in found) return { ok: false, reason: found.reason };
-  const address = new Uint8Array(128);
-  const addressLength = new Uint32Array(1);
   const value = new Int32Array(1);
   const valueLength = new Uint32Array(1);
   const option = new Int32Array([on ? 1 : 0]);
   let sockets = 0;
   for (const fd of openDescriptors(found.libc)) {
-    addressLength[0] = address.length;
-    if (found.libc.getsockname(fd, address, addressLength) !== 0) continue;
-    const family = address[0]! | (address[1]! << 8);
-    if (family !== AF_INET && family !== AF_INET6) continue;
-    // sockaddr_in and sockaddr_in6 both hold the port at bytes 2-3, big-endian.
-    if (((address[2]! << 8) | address[3]!) !== port) continue;
+    if (socketEnd(found.libc.getsockname, fd)?.port !== port) continue;
     valueLength[0] = 4;
     if (found.libc.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, value, valueLength) !== 0) continue;
     if (value[0] !== 1) continue;
@@ -146,10 +147,9 @@ export type ShutdownOutcome =
  * sockets whose local and remote address and port are exactly those of one
  * of `connections`, so a socket Deno would not close on `close()` (see the
  * module's documentation) ends, and its owner drops it. A connection
- * already closed is not found and counted as missing. Examines descriptor
- * numbers from 0 up to the process's limit (at most 2^20), 65,536 between
- * two yields to the event loop, and stops once every connection was found.
- * Never throws.
+ * already closed is not found and counted as missing. Examines the process's
+ * open descriptors, 65,536 between two yields to the event loop, and stops
+ * once every connection was found. Never throws.
  */
 export async function shutdownConnections(
   connections: readonly ConnectionEnds[],
@@ -170,26 +170,11 @@ export async function shutdownConnections(
     pending++;
   }
   const missingFromStart = connections.length - pending;
-  const address = new Uint8Array(128);
-  const addressLength = new Uint32Array(1);
-  /** The port and address of `fd`'s local (`getsockname`) or remote end, or undefined. */
-  const end = (call: Libc["getsockname"], fd: number) => {
-    addressLength[0] = address.length;
-    if (call(fd, address, addressLength) !== 0) return undefined;
-    const family = address[0]! | (address[1]! << 8);
-    // sockaddr_in and sockaddr_in6 both hold the port at bytes 2-3, big-endian.
-    const port = (address[2]! << 8) | address[3]!;
-    if (family === AF_INET) return { port, ip: address.slice(4, 8) };
-    if (family !== AF_INET6) return undefined;
-    const ip = address.slice(8, 24);
-    // An IPv4 client of an IPv6 socket (::ffff:a.b.c.d), as parseIp() gives it.
-    return isV4Mapped(ip) ? { port, ip: ip.slice(12) } : { port, ip };
-  };
   /** Whether `fd` is one of the wanted connections (removed from `wanted` if so). */
   const matches = (fd: number): boolean => {
-    const local = end(calls.getsockname, fd);
+    const local = socketEnd(calls.getsockname, fd);
     if (local === undefined || !localPorts.has(local.port)) return false;
-    const remote = end(calls.getpeername, fd);
+    const remote = socketEnd(calls.getpeername, fd);
     if (remote === undefined) return false;
     const key = `${local.port}/${remote.port}`;
     const candidates = wanted.get(key);
@@ -206,12 +191,127 @@ export async function shutdownConnections(
   let examined = 0;
   for (const fd of openDescriptors(calls)) {
     if (pending === 0) break;
-    if (++examined % SWEEP_SLICE === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    if (++examined % SWEEP_SLICE === 0) await yieldToEventLoop();
     if (!matches(fd)) continue;
     pending--;
     if (calls.shutdown(fd, SHUT_RDWR) === 0) shut++;
   }
   return { ok: true, shut, missing: missingFromStart + pending, examined };
+}
+
+/** One connected TCP socket of this process, with the kernel's counters for it (`TCP_INFO`). */
+export interface TcpConnection {
+  readonly fd: number;
+  readonly localPort: number;
+  /** 4 bytes for IPv4 (an IPv4 client of an IPv6 socket included), 16 for IPv6. */
+  readonly localIp: Uint8Array;
+  readonly remotePort: number;
+  readonly remoteIp: Uint8Array;
+  /** `TCP_ESTABLISHED` (1), `TCP_CLOSE_WAIT` (8), ... (`include/net/tcp_states.h`). */
+  readonly state: number;
+  /** Bytes received from the peer, all told (`tcpi_bytes_received`). */
+  readonly bytesReceived: number;
+  /** Bytes sent and acknowledged by the peer, all told (`tcpi_bytes_acked`). */
+  readonly bytesAcked: number;
+  /** Milliseconds since data last arrived (since the connection was set up, if it never did). */
+  readonly msSinceDataReceived: number;
+  /** Milliseconds since data was last sent (since the connection was set up, if it never was). */
+  readonly msSinceDataSent: number;
+  /** Segments sent and not yet acknowledged. */
+  readonly unackedSegments: number;
+  /** Bytes written to the socket and not yet sent. */
+  readonly notSentBytes: number;
+}
+
+/**
+ * This process's connected TCP sockets whose local port is `port` (listening
+ * sockets excluded), with their `TCP_INFO` counters, read now. Yields to the
+ * event loop every 65,536 descriptors. Never throws.
+ */
+export async function tcpConnectionsOnPort(
+  port: number,
+): Promise<readonly TcpConnection[] | { readonly reason: string }> {
+  const found = libc();
+  if ("reason" in found) return { reason: found.reason };
+  const { libc: calls } = found;
+  const connections: TcpConnection[] = [];
+  let examined = 0;
+  for (const fd of openDescriptors(calls)) {
+    if (++examined % SWEEP_SLICE === 0) await yieldToEventLoop();
+    const local = socketEnd(calls.getsockname, fd);
+    if (local === undefined || local.port !== port) continue;
+    const remote = socketEnd(calls.getpeername, fd);
+    if (remote === undefined) continue;
+    tcpInfoLength[0] = tcpInfo.length;
+    if (calls.getsockopt(fd, IPPROTO_TCP, TCP_INFO, tcpInfo, tcpInfoLength) !== 0) continue;
+    if (tcpInfoLength[0]! < TCP_INFO_BYTES_NEEDED) continue;
+    connections.push({
+      fd,
+      localPort: local.port,
+      localIp: local.ip,
+      remotePort: remote.port,
+      remoteIp: remote.ip,
+      state: tcpInfo[0]!,
+      bytesReceived: Number(tcpInfoView.getBigUint64(128, true)),
+      bytesAcked: Number(tcpInfoView.getBigUint64(120, true)),
+      msSinceDataReceived: tcpInfoView.getUint32(52, true),
+      msSinceDataSent: tcpInfoView.getUint32(44, true),
+      unackedSegments: tcpInfoView.getUint32(24, true),
+      notSentBytes: tcpInfoView.getUint32(144, true),
+    });
+  }
+  return connections;
+}
+
+/**
+ * Shuts down (`shutdown(2)`, both directions) the socket `connection` was
+ * read from, if its descriptor still has exactly those ends (read again
+ * right before the call). Returns whether it did. Never throws.
+ */
+export function shutdownTcpConnection(connection: TcpConnection): boolean {
+  const found = libc();
+  if ("reason" in found) return false;
+  const { libc: calls } = found;
+  const local = socketEnd(calls.getsockname, connection.fd);
+  const remote = socketEnd(calls.getpeername, connection.fd);
+  if (
+    local === undefined || remote === undefined ||
+    local.port !== connection.localPort || remote.port !== connection.remotePort ||
+    !sameBytes(local.ip, connection.localIp) || !sameBytes(remote.ip, connection.remoteIp)
+  ) {
+    return false;
+  }
+  return calls.shutdown(connection.fd, SHUT_RDWR) === 0;
+}
+
+/** `struct tcp_info` (Linux 4.6 and later hold every field read here, up to tcpi_notsent_bytes). */
+const tcpInfo = new Uint8Array(256);
+const tcpInfoView = new DataView(tcpInfo.buffer);
+const tcpInfoLength = new Uint32Array(1);
+const TCP_INFO_BYTES_NEEDED = 148;
+
+const socketAddress = new Uint8Array(128);
+const socketAddressLength = new Uint32Array(1);
+
+/** The port and address of `fd`'s local (`getsockname`) or remote (`getpeername`) end, or undefined. */
+function socketEnd(
+  call: Libc["getsockname"],
+  fd: number,
+): { port: number; ip: Uint8Array } | undefined {
+  socketAddressLength[0] = socketAddress.length;
+  if (call(fd, socketAddress, socketAddressLength) !== 0) return undefined;
+  const family = socketAddress[0]! | (socketAddress[1]! << 8);
+  // sockaddr_in and sockaddr_in6 both hold the port at bytes 2-3, big-endian.
+  const port = (socketAddress[2]! << 8) | socketAddress[3]!;
+  if (family === AF_INET) return { port, ip: socketAddress.slice(4, 8) };
+  if (family !== AF_INET6) return undefined;
+  const ip = socketAddress.slice(8, 24);
+  // An IPv4 client of an IPv6 socket (::ffff:a.b.c.d), as parseIp() gives it.
+  return isV4Mapped(ip) ? { port, ip: ip.slice(12) } : { port, ip };
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /**

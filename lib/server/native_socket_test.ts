@@ -5,6 +5,9 @@ import {
   openDescriptorNumbers,
   setNoDelayOnListeningSockets,
   shutdownConnections,
+  shutdownTcpConnection,
+  type TcpConnection,
+  tcpConnectionsOnPort,
 } from "./native_socket.ts";
 import { clientHello } from "./_hostile_tls.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
@@ -260,6 +263,59 @@ Deno.test("the descriptors examined are the process's open ones, as /proc/self/f
   } finally {
     server.close();
     client.close();
+    listener.close();
+  }
+});
+
+async function connectionsOn(port: number): Promise<readonly TcpConnection[]> {
+  const listed = await tcpConnectionsOnPort(port);
+  assert(Array.isArray(listed), JSON.stringify(listed));
+  return listed as readonly TcpConnection[];
+}
+
+Deno.test("tcpConnectionsOnPort() reports each accepted connection's ends and kernel counters; shutdownTcpConnection() acts only on the socket it read", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  const a = await acceptOne(listener);
+  try {
+    await a.client.write(new Uint8Array(100));
+    assertEquals(await a.server.read(new Uint8Array(1000)), 100);
+    await a.server.write(new Uint8Array(50));
+    assertEquals(await a.client.read(new Uint8Array(1000)), 50);
+    // The listening socket and the client's end (another local port) are not listed.
+    const [entry, ...others] = await waitFor("the 50 bytes to be acknowledged", async () => {
+      const listed = await connectionsOn(port);
+      return listed[0]?.bytesAcked === 50 && listed;
+    });
+    assertEquals(others, []);
+    assertEquals(
+      [entry!.remotePort, entry!.remoteIp.join("."), entry!.localIp.join("."), entry!.state],
+      [a.client.localAddr.port, "127.0.0.1", "127.0.0.1", 1],
+    );
+    assertEquals([entry!.bytesReceived, entry!.notSentBytes, entry!.unackedSegments], [100, 0, 0]);
+    const quiet = entry!.msSinceDataReceived;
+    await waitFor(
+      "time to pass on the socket",
+      async () => ((await connectionsOn(port))[0]?.msSinceDataReceived ?? 0) > quiet + 20,
+    );
+    // Closed, and its descriptor number perhaps taken by a new connection: left alone.
+    a.server.close();
+    const b = await acceptOne(listener);
+    try {
+      assertEquals(shutdownTcpConnection(entry!), false);
+      await b.server.write(new TextEncoder().encode("b"));
+      assertEquals(await within(5_000, "b's byte", b.client.read(new Uint8Array(8))), 1);
+      const [bEntry] = await connectionsOn(port);
+      assertEquals(bEntry!.remotePort, b.client.localAddr.port);
+      const ended = whenEnded(b.client);
+      assertEquals(shutdownTcpConnection(bEntry!), true);
+      assertEquals(await within(5_000, "b's end", ended), "ended");
+    } finally {
+      b.server.close();
+      b.client.close();
+    }
+  } finally {
+    a.client.close();
     listener.close();
   }
 });

@@ -31,6 +31,12 @@ export interface WorkerConfig {
   readonly firstBytesTimeoutMs?: number;
   /** See `HttpsListenerOptions.idleTimeoutMs`; also for relayed plain HTTP. */
   readonly idleTimeoutMs?: number;
+  /**
+   * Shared memory of a `ConnectionActivity` (`lib/server/connection_activity.ts`):
+   * the plain-HTTP listener counts its requests there for the main thread's
+   * connection reaper. Not with `httpClientTimeouts`.
+   */
+  readonly connectionActivity?: SharedArrayBuffer;
   /** See `HttpsListenerOptions.maxServerNames`. */
   readonly maxServerNames?: number;
   /** Options for the worker's request handler factory (plain data; e.g. the proxy's timeouts and HSTS). */

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { ConnectionActivity } from "../server/connection_activity.ts";
 import { componentLogger, configureLogging, type Logger } from "../log/logging.ts";
 import type { Snapshot } from "../routing/snapshot.ts";
 import { listenHttp } from "../server/http_listener.ts";
@@ -170,7 +171,11 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           hostname,
           port,
           reusePort: true,
-          ...(config.httpClientTimeouts === true ? { relay: clientTimeouts } : {}),
+          ...(config.httpClientTimeouts === true
+            ? { relay: clientTimeouts }
+            : config.connectionActivity === undefined
+            ? {}
+            : { activity: new ConnectionActivity(config.connectionActivity) }),
           ...counted("http"),
         }));
       listeners.push({ name: "http", listener: http });

@@ -15,6 +15,12 @@
  *
  * @module
  */
+import { ConnectionActivity } from "../../lib/server/connection_activity.ts";
+import { HttpConnectionReaper } from "../../lib/server/http_connection_reaper.ts";
+import {
+  DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+} from "../../lib/server/https_listener.ts";
 import type { Snapshot } from "../../lib/routing/snapshot.ts";
 import { createProxyHandler } from "../../lib/proxy/proxy_handler.ts";
 import type { RequestHandler } from "../../lib/server/listener.ts";
@@ -75,6 +81,9 @@ if ("WorkerGlobalScope" in globalThis) {
     certificates: [],
     defaultCertificate,
   };
+  const relayed = Deno.args.includes("--http-client-timeouts");
+  // As Sluice runs: plain HTTP's requests counted for the connection reaper on this thread.
+  const activity = relayed ? undefined : new ConnectionActivity();
   const pool = await startWorkerPool({
     count: Number(flag("workers", String(navigator.hardwareConcurrency))),
     module: new URL(import.meta.url),
@@ -82,11 +91,22 @@ if ("WorkerGlobalScope" in globalThis) {
       hostname: "127.0.0.1",
       httpPort: Number(flag("port")),
       httpsPort: Deno.args.includes("--https-port") ? Number(flag("https-port")) : null,
-      httpClientTimeouts: Deno.args.includes("--http-client-timeouts"),
+      httpClientTimeouts: relayed,
+      ...(activity === undefined ? {} : { connectionActivity: activity.buffer }),
       handlerOptions: Deno.args.includes("--hello") ? "hello" : "proxy",
     },
     snapshot: { version: 1, data },
   });
+  const reaper = activity === undefined || pool.httpPort === null
+    ? undefined
+    : new HttpConnectionReaper({
+      port: pool.httpPort,
+      activity,
+      firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+      idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
+      onUnavailable: (reason) => console.error(`No connection reaper: ${reason}`),
+    });
+  reaper?.start();
   const { name } = handlerFactory(Deno.args.includes("--hello"));
   console.log(JSON.stringify({ ready: true, handler: name, port: pool.httpPort, pid: Deno.pid }));
   const stop = Promise.withResolvers<void>();
@@ -94,5 +114,6 @@ if ("WorkerGlobalScope" in globalThis) {
   Deno.addSignalListener("SIGINT", stop.resolve);
   await stop.promise;
   await pool.shutdown({ timeoutMs: 2_000 });
+  await reaper?.stop();
   Deno.exit(0);
 }

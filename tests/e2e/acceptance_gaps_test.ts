@@ -344,3 +344,49 @@ Deno.test("--client-first-bytes-timeout: clients stalled in their TLS handshake 
     await dir.remove();
   }
 });
+
+// Was a limitation: Deno.serve closes no plain-HTTP connection on its own, so without
+// --http-client-timeouts (a relay, slower) a client could hold any number of silent or idle
+// connections. The main thread's connection reaper now closes them, through FFI, with the binary's
+// permissions; what the workers report keeps busy connections open however quiet they are.
+Deno.test("plain HTTP: silent and idle connections are closed at the client timeouts; a quiet stream and a quiet WebSocket are not", async () => {
+  const backend = await startEchoBackend({ name: "shop/web" });
+  const dir = await writeManifestDir([
+    { namespace: "shop", name: "web", host: "localhost", port: backend.port },
+  ]);
+  const sluice = await spawnSluice([
+    `--manifests=${dir.path}`,
+    "--workers=2",
+    "--shutdown-delay=0s",
+    "--client-first-bytes-timeout=500ms",
+    "--client-idle-timeout=1s",
+  ]);
+  let ws: WebSocket | undefined;
+  try {
+    await sluice.ready();
+    ws = new WebSocket(`ws://localhost:${sluice.httpPort}/ws`);
+    using stream = await RawConnection.open(sluice.httpPort);
+    await within(5_000, "the WebSocket to open", new Promise((resolve) => ws!.onopen = resolve));
+    // Two events 4 s apart: in between, a response in flight with no byte either way.
+    await stream.send("GET /sse?n=2&interval=4000 HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assertEquals((await stream.readResponse({ head: true })).status, 200);
+    using silent = await RawConnection.open(sluice.httpPort);
+    assert(await silent.closedByPeer(10_000), "a connection that sent nothing was closed");
+    using idle = await RawConnection.open(sluice.httpPort);
+    await idle.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assertEquals((await idle.readResponse()).status, 200);
+    assert(await idle.closedByPeer(10_000), "an idle keep-alive connection was closed");
+    // By now the WebSocket has been quiet for longer than both timeouts.
+    const echoed = new Promise((resolve) => ws!.onmessage = (event) => resolve(event.data));
+    ws.send("still here");
+    assertEquals(await within(5_000, "the echo", echoed), "still here");
+    const events = new TextDecoder().decode(await stream.readToEnd(10_000));
+    assertEquals(events.match(/^data: /gm)?.length, 2, events);
+    assertEquals(sluice.logs.filter((line) => line.includes("get no client timeouts")), []);
+  } finally {
+    ws?.close();
+    await sluice.stop("SIGKILL");
+    await backend.close();
+    await dir.remove();
+  }
+});
