@@ -237,7 +237,8 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "httpClientTimeouts",
     kind: "boolean",
     default: "false",
-    help: "Give plain-HTTP connections the client timeouts HTTPS has (relays them: slower)",
+    help:
+      "Enforce plain HTTP's client timeouts by relaying its connections as HTTPS does (slower), not through FFI",
   },
   {
     name: "client-first-bytes-timeout",
@@ -253,8 +254,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "duration",
     default: "75s",
     min: 1,
-    help:
-      "Close a client connection idle, trickling a request head or reading nothing this long (checked per period: within 1-2x)",
+    help: "Close a client connection idle, trickling a request head or reading nothing this long",
   },
   {
     name: "hsts",

@@ -56,12 +56,12 @@ export interface ProxyRequestInfo {
    */
   readonly fallbackAuthority?: string;
   /**
-   * Told when a WebSocket session begins and ends, by client port, so the
+   * Told when a WebSocket session begins and ends, by client, so the
    * listener's idle-connection timeouts leave it alone (see `ConnectionInfo`).
    */
   readonly activity?: {
-    begin(port: number): void;
-    end(port: number): void;
+    begin(peer: { readonly hostname: string; readonly port: number }): number;
+    end(slot: number): void;
   };
 }
 
@@ -550,11 +550,11 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         );
         track(relay);
         // The connection stays busy for the session's whole life (idle timeouts leave it alone).
-        const clientPort = info.remoteAddr.port;
-        info.activity?.begin(clientPort);
+        const activity = info.activity;
+        const slot = activity?.begin(info.remoteAddr);
         // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
         void relay.ended.then(() => {
-          info.activity?.end(clientPort);
+          if (slot !== undefined) activity!.end(slot);
           log(101, done);
         });
         return response;

@@ -84,7 +84,8 @@ export class HttpConnectionReaper {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #running = false;
   #sweeping: Promise<void> | undefined;
-  #seen = new Map<string, Seen>();
+  /** By socket inode. */
+  #seen = new Map<number, Seen>();
   #stats = { "first-bytes": 0, idle: 0, head: 0, send: 0, sweeps: 0 };
 
   constructor(options: HttpConnectionReaperOptions) {
@@ -123,7 +124,8 @@ export class HttpConnectionReaper {
   #schedule(): void {
     if (!this.#running) return;
     this.#timer = setTimeout(() => {
-      void this.sweep().then(() => this.#schedule());
+      // A sweep's calls never throw; a throwing onUnavailable must not end the process.
+      void this.sweep().catch(() => {}).then(() => this.#schedule());
     }, this.#intervalMs);
     Deno.unrefTimer(this.#timer);
   }
@@ -138,13 +140,16 @@ export class HttpConnectionReaper {
     }
     this.#stats.sweeps++;
     const now = performance.now();
-    const seen = new Map<string, Seen>();
+    const seen = new Map<number, Seen>();
     for (const connection of connections as readonly TcpConnection[]) {
       if (connection.state !== TCP_ESTABLISHED && connection.state !== TCP_CLOSE_WAIT) continue;
-      const key = `${connection.fd}/${connection.remotePort}/${connection.remoteIp.join(".")}`;
+      // The socket's inode: a client reconnecting from the same port onto the same descriptor
+      // number is another socket, and inherits nothing (such as a head's clock).
+      const key = connection.inode;
       const before = this.#seen.get(key);
-      const requests = activity.seen(connection.remotePort);
-      const busy = activity.inFlight(connection.remotePort) > 0;
+      const slot = activity.slotOf(connection.remoteIp, connection.remotePort);
+      const requests = activity.seen(slot);
+      const busy = activity.inFlight(slot) > 0;
       const waiting = connection.notSentBytes > 0 || connection.unackedSegments > 0;
       const stalledSince = waiting && before !== undefined &&
           before.bytesAcked === connection.bytesAcked

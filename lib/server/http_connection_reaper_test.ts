@@ -48,10 +48,9 @@ function world(): World {
     }
     if (path === "/ws") {
       const { socket, response } = Deno.upgradeWebSocket(req);
-      const port = info.remoteAddr.port;
-      info.activity?.begin(port);
+      const slot = info.activity?.begin(info.remoteAddr);
       socket.onmessage = (event) => socket.send(event.data);
-      socket.onclose = () => info.activity?.end(port);
+      socket.onclose = () => slot !== undefined && info.activity!.end(slot);
       return response;
     }
     return new Response("ok");

@@ -8,7 +8,7 @@
  * stays open for good), so a client could hold any number of them. Two ways
  * to give them timeouts:
  *
- * - `activity`: each request is counted by its client's port while in
+ * - `activity`: each request is counted by its client while in
  *   flight, for a connection reaper (`http_connection_reaper.ts`) that reads
  *   the sockets' kernel counters and shuts the silent, idle or stalled ones
  *   down through FFI. Costs a few atomic operations per request.
@@ -51,7 +51,7 @@ export interface HttpListenerOptions {
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   readonly onRequest?: (delta: 1 | -1) => void;
   /**
-   * Where each request is counted by its client's port while in flight, for
+   * Where each request is counted by its client while in flight, for
    * the connection reaper (`http_connection_reaper.ts`) that gives
    * `Deno.serve`'s connections their timeouts. Not with `relay`.
    */
@@ -110,12 +110,11 @@ class HttpListener implements Listener {
     }, (req, info) => {
       const remoteAddr = info.remoteAddr;
       if (onRequest !== undefined || activity !== undefined) {
-        const clientPort = remoteAddr.port;
         onRequest?.(1);
-        activity?.begin(clientPort);
+        const slot = activity?.begin(remoteAddr);
         const done = () => {
           onRequest?.(-1);
-          activity?.end(clientPort);
+          if (slot !== undefined) activity!.end(slot);
         };
         info.completed.then(done, done);
       }

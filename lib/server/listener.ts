@@ -28,8 +28,8 @@ export interface ConnectionInfo {
   /**
    * Where a session that outlives its request (a WebSocket after its 101)
    * is counted, so idle-connection timeouts leave it alone: call
-   * `begin(remoteAddr.port)` when it starts and `end(remoteAddr.port)` when
-   * it ends. Absent where nothing needs telling (a listener that owns its
+   * `begin(remoteAddr)` when it starts and `end()` with what it returned
+   * when it ends. Absent where nothing needs telling (a listener that owns its
    * connections).
    */
   readonly activity?: ConnectionActivity;
