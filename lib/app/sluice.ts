@@ -276,6 +276,10 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
   // The controller is created below; the metrics read its counters at scrape time.
   const metrics = new ControlPlaneMetrics({
     watches: () => watchStats(source),
+    clientTimeouts: () => {
+      const { sweeps: _, ...closed } = parts.reaper?.stats ?? { sweeps: 0 };
+      return closed;
+    },
     builds: () => {
       const s = parts.controller?.stats();
       return {

@@ -8,6 +8,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Issue } from "../translate/issues.ts";
+import { CLIENT_TIMEOUTS_METRIC } from "./data_plane_metrics.ts";
 
 /** A served certificate's expiry. */
 export interface CertificateExpiry {
@@ -38,6 +39,12 @@ export interface ControlPlaneMetricsOptions {
    * observes durations).
    */
   readonly builds?: () => BuildStats;
+  /**
+   * Read at every scrape: plain-HTTP connections the main thread's reaper
+   * closed, by reason (cumulative). Summed with the workers' counts of the
+   * same metric.
+   */
+  readonly clientTimeouts?: () => Readonly<Record<string, number>>;
 }
 
 /** Cumulative rebuild outcomes, as the controller counts them. */
@@ -92,6 +99,21 @@ export class ControlPlaneMetrics {
         },
       }),
     });
+    const clientTimeouts = options.clientTimeouts;
+    if (clientTimeouts !== undefined) {
+      new Counter({
+        name: CLIENT_TIMEOUTS_METRIC.name,
+        help: CLIENT_TIMEOUTS_METRIC.help,
+        labelNames: ["listener", "reason"],
+        registers,
+        collect() {
+          this.reset();
+          for (const [reason, n] of Object.entries(clientTimeouts())) {
+            this.inc({ listener: "http", reason }, n);
+          }
+        },
+      });
+    }
     this.#buildDuration = new Histogram({
       name: "sluice_snapshot_build_duration_seconds",
       help: "Time to translate the store into a routing snapshot",

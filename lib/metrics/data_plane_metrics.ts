@@ -79,6 +79,17 @@ function routeKey(ingress: string, host: string): string {
   return `${ingress}\n${host}`;
 }
 
+/**
+ * Client connections closed for a timeout, by listener and reason: counted
+ * by the workers (HTTPS, relayed plain HTTP) and by the main thread's
+ * connection reaper (plain HTTP), summed at scrape.
+ */
+export const CLIENT_TIMEOUTS_METRIC = {
+  name: "sluice_client_timeouts_total",
+  help:
+    "Client connections closed for a timeout, by listener and reason (first-bytes, idle, head, send, tls-handshake)",
+} as const;
+
 /** The data plane's metrics and the registry that exposes them. */
 export class DataPlaneMetrics {
   readonly registry: Registry;
@@ -89,6 +100,7 @@ export class DataPlaneMetrics {
   readonly #activeRequests: Gauge<"listener">;
   readonly #websockets: Gauge;
   readonly #accessLogDropped: Counter;
+  readonly #clientTimeouts: Counter<"listener" | "reason">;
   /** What the newest {@linkcode DataPlaneMetrics.retain} call keeps. */
   #live: LiveSets | undefined;
 
@@ -139,6 +151,17 @@ export class DataPlaneMetrics {
       help: "Access-log lines dropped because standard error could not keep up",
       registers,
     });
+    this.#clientTimeouts = new Counter({
+      name: CLIENT_TIMEOUTS_METRIC.name,
+      help: CLIENT_TIMEOUTS_METRIC.help,
+      labelNames: ["listener", "reason"],
+      registers,
+    });
+  }
+
+  /** Counts client connections a listener closed for a timeout. */
+  clientTimeout(listener: "http" | "https", reason: string, count = 1): void {
+    this.#clientTimeouts.inc({ listener, reason }, count);
   }
 
   /** Counts a finished request. */

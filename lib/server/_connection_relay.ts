@@ -24,6 +24,7 @@
  *
  * @module
  */
+import type { ClientTimeout } from "./listener.ts";
 
 /**
  * Who an inner connection stands for, looked up by its local port; the
@@ -69,6 +70,8 @@ export interface RelayOptions {
    * close its socket (see `native_socket.ts`).
    */
   readonly onAbandoned?: (conn: Deno.Conn<Deno.NetAddr>) => void;
+  /** Called when the relay closes the connection for a timeout (not for a handshake it abandons). */
+  readonly onTimeout?: (reason: Exclude<ClientTimeout, "tls-handshake">) => void;
   /** Called once the inner connection exists, before any byte is relayed; `port` is its local port. */
   readonly register: (port: number, peer: RelayPeer) => void;
   /**
@@ -193,6 +196,7 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       const abandoned = handshaking && (timedOut || stopped);
       stop();
       if (abandoned) options.onAbandoned?.(conn);
+      else if (timedOut) options.onTimeout?.("first-bytes");
       return;
     } finally {
       clearTimeout(timer);
@@ -237,6 +241,7 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       const idle = waiting && activity.bytes === seen && peer.finished === seenFinished;
       const stalled = activity.sending && activity.sends === seenSends;
       if (idle || stalled || headChecks >= 2) {
+        options.onTimeout?.(stalled ? "send" : idle ? "idle" : "head");
         stop();
         return;
       }

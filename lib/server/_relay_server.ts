@@ -24,7 +24,12 @@ import {
   type RelayOptions,
   type RelayPeer,
 } from "./_connection_relay.ts";
-import { internalServerError, type RequestHandler, type ShutdownResult } from "./listener.ts";
+import {
+  type ClientTimeout,
+  internalServerError,
+  type RequestHandler,
+  type ShutdownResult,
+} from "./listener.ts";
 import { settlesWithin } from "../timers/timers.ts";
 
 /** Options of {@linkcode RelayServer}. */
@@ -44,6 +49,8 @@ export interface RelayServerOptions {
   readonly localPort: () => number;
   /** Answers when the handler throws. Default: a bare 500. */
   readonly onError?: (error: unknown) => Response | Promise<Response>;
+  /** See `RelayOptions.onTimeout` in `_connection_relay.ts`. */
+  readonly onTimeout?: (reason: Exclude<ClientTimeout, "tls-handshake">) => void;
   /** See `RelayOptions.onAbandoned` in `_connection_relay.ts`. */
   readonly onAbandoned?: (conn: Deno.Conn<Deno.NetAddr>) => void;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
@@ -120,6 +127,7 @@ export class RelayServer {
       firstBytesTimeoutMs: options.firstBytesTimeoutMs,
       idleTimeoutMs: options.idleTimeoutMs,
       ...(options.onAbandoned === undefined ? {} : { onAbandoned: options.onAbandoned }),
+      ...(options.onTimeout === undefined ? {} : { onTimeout: options.onTimeout }),
       register: (port, peer) => this.#peers.set(port, peer),
       unregister: (port, peer) => {
         if (this.#peers.get(port) === peer) this.#peers.delete(port);

@@ -17,6 +17,8 @@ import { type ConnectionEnds, shutdownConnections } from "./native_socket.ts";
 export interface StalledSocketsOptions {
   /** The shortest time between two sweeps. Default 1,000 ms. */
   readonly minIntervalMs?: number;
+  /** Called after each sweep that shut sockets down, with how many. */
+  readonly onShut?: (count: number) => void;
   /** Called once, the first time sockets cannot be shut down (no FFI, no glibc), with why. */
   readonly onUnavailable: (reason: string) => void;
 }
@@ -37,6 +39,7 @@ export interface StalledSocketsStats {
 export class StalledSockets {
   #minIntervalMs: number;
   #onUnavailable: (reason: string) => void;
+  #onShut: ((count: number) => void) | undefined;
   #unavailable = false;
   #queue: ConnectionEnds[] = [];
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -47,6 +50,7 @@ export class StalledSockets {
   constructor(options: StalledSocketsOptions) {
     this.#minIntervalMs = options.minIntervalMs ?? 1_000;
     this.#onUnavailable = options.onUnavailable;
+    this.#onShut = options.onShut;
   }
 
   get stats(): StalledSocketsStats {
@@ -88,6 +92,7 @@ export class StalledSockets {
       if (outcome.ok) {
         this.#stats.shut += outcome.shut;
         this.#stats.missing += outcome.missing;
+        if (outcome.shut > 0) this.#onShut?.(outcome.shut);
       } else if (!this.#unavailable) {
         this.#unavailable = true;
         this.#queue = [];

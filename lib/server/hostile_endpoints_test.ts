@@ -327,6 +327,7 @@ const EXPECTED_FAMILIES: Record<string, string> = {
   sluice_upstream_connect_errors_total: "counter",
   sluice_upstream_retries_total: "counter",
   sluice_access_log_dropped_lines_total: "counter",
+  sluice_client_timeouts_total: "counter",
   sluice_active_requests: "gauge",
   sluice_active_websockets: "gauge",
   sluice_snapshot_builds_total: "counter",
@@ -341,8 +342,11 @@ const EXPECTED_FAMILIES: Record<string, string> = {
 };
 
 Deno.test("every Sluice metric family has one HELP and one TYPE, a valid name, and counters end in _total", async () => {
+  // sluice_client_timeouts_total comes from both threads (the reaper's and the workers'): one family.
   const text = await renderMetrics([
-    await snapshotMetrics(new ControlPlaneMetrics().registry),
+    await snapshotMetrics(
+      new ControlPlaneMetrics({ clientTimeouts: () => ({ idle: 1 }) }).registry,
+    ),
     await snapshotMetrics(new DataPlaneMetrics().registry),
   ]);
   const families = parseExposition(text);

@@ -27,6 +27,7 @@ import { componentLogger } from "../log/logging.ts";
 import { Generation } from "./_generation.ts";
 import { RelayServer } from "./_relay_server.ts";
 import {
+  type ClientTimeout,
   type ConnectionInfo,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   internalServerError,
@@ -50,6 +51,8 @@ export interface HttpListenerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   readonly onRequest?: (delta: 1 | -1) => void;
+  /** With `relay`: called for each client connection closed for a timeout, with why. */
+  readonly onClientTimeout?: (reason: ClientTimeout, count: number) => void;
   /**
    * Where each request is counted by its client while in flight, for
    * the connection reaper (`http_connection_reaper.ts`) that gives
@@ -165,6 +168,9 @@ class RelayingHttpListener implements Listener {
       localPort: () => localPort,
       ...(options.onError === undefined ? {} : { onError: options.onError }),
       ...(options.onRequest === undefined ? {} : { onRequest: options.onRequest }),
+      ...(options.onClientTimeout === undefined ? {} : {
+        onTimeout: (reason: ClientTimeout) => options.onClientTimeout!(reason, 1),
+      }),
     });
     let listener: Deno.TcpListener;
     try {

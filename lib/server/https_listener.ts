@@ -62,6 +62,7 @@ import { RelayServer } from "./_relay_server.ts";
 import { setNoDelayOnListeningSockets } from "./native_socket.ts";
 import { StalledSockets } from "./_stalled_sockets.ts";
 import {
+  type ClientTimeout,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
   type Listener,
   type RequestHandler,
@@ -95,6 +96,8 @@ export interface HttpsListenerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   readonly onRequest?: (delta: 1 | -1) => void;
+  /** Called for each client connection closed for a timeout, with why (`count` at once). */
+  readonly onClientTimeout?: (reason: ClientTimeout, count: number) => void;
   /** Default: the `server` component logger. */
   readonly logger?: Logger;
 }
@@ -169,7 +172,11 @@ export class HttpsListener implements Listener {
       );
     }
     let localPort = 0;
+    const onClientTimeout = options.onClientTimeout;
     this.#stalled = new StalledSockets({
+      ...(onClientTimeout === undefined
+        ? {}
+        : { onShut: (count: number) => onClientTimeout("tls-handshake", count) }),
       onUnavailable: (reason) =>
         this.#logger.warn(
           "HTTPS connections that stall in their TLS handshake keep their socket until the client leaves, so a client can use up descriptors: {reason}",
@@ -182,6 +189,9 @@ export class HttpsListener implements Listener {
       idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
       localPort: () => localPort,
       onAbandoned: (conn) => this.#stalled.add(conn),
+      ...(onClientTimeout === undefined
+        ? {}
+        : { onTimeout: (reason: ClientTimeout) => onClientTimeout(reason, 1) }),
       ...(options.onError === undefined ? {} : { onError: options.onError }),
       ...(options.onRequest === undefined ? {} : { onRequest: options.onRequest }),
     });

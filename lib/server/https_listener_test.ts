@@ -464,7 +464,9 @@ Deno.test("a client that sends no request in time after its TLS handshake is dis
     port: 0,
     certificates: tableCell(certA).get,
     firstBytesTimeoutMs: 200,
+    onClientTimeout: (reason, count) => timeouts.push([reason, count]),
   });
+  const timeouts: [string, number][] = [];
   try {
     const tcp = await Deno.connect({ hostname: "127.0.0.1", port: listener.addr.port });
     const conn = await Deno.startTls(tcp, { hostname: "a.test", caCerts: [certA.certPem] });
@@ -476,6 +478,7 @@ Deno.test("a client that sends no request in time after its TLS handshake is dis
       await waitFor("the relay to end", () => listener.stats.connections === 0);
       // Its handshake was done, so Deno closed it: no descriptor sweep is needed.
       assertEquals(listener.stats.stalledHandshakes, 0);
+      assertEquals(timeouts, [["first-bytes", 1]]);
     } finally {
       conn.close();
     }
@@ -514,7 +517,9 @@ Deno.test("an idle keep-alive connection is closed after idleTimeoutMs; a slow r
     port: 0,
     certificates: tableCell(certA).get,
     idleTimeoutMs: 150,
+    onClientTimeout: (reason, count) => timeouts.push([reason, count]),
   });
+  const timeouts: [string, number][] = [];
   const port = listener.addr.port;
   const ws = await wssConnect(port, "/ws", { serverName: "a.test", caCerts: [certA.certPem] });
   try {
@@ -530,6 +535,8 @@ Deno.test("an idle keep-alive connection is closed after idleTimeoutMs; a slow r
     } finally {
       idle.close();
     }
+    await waitFor("the timeout to be reported", () => timeouts.length > 0);
+    assertEquals(timeouts, [["idle", 1]]);
     release.resolve();
     assertEquals((await slow).body, "slow done");
     await ws.send(1, encoder.encode("still open"));

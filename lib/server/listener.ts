@@ -35,6 +35,14 @@ export interface ConnectionInfo {
   readonly activity?: ConnectionActivity;
 }
 
+/**
+ * Why a listener closed a client connection itself: it sent nothing in time
+ * (`first-bytes`), sat idle, trickled a request head, took nothing of what
+ * was sent (`send`), or stalled in its TLS handshake (`tls-handshake`, also
+ * a `first-bytes`: counted once, as this).
+ */
+export type ClientTimeout = "first-bytes" | "idle" | "head" | "send" | "tls-handshake";
+
 /** Serves one request. Route on `new URL(req.url).host`: HTTP/2 requests have no `host` header. */
 export type RequestHandler = (
   req: Request,

@@ -197,6 +197,7 @@ if ("WorkerGlobalScope" in globalThis) {
       );
     },
     onRequest: (listener, delta) => metrics.activeRequest(listener, delta),
+    onClientTimeout: (listener, reason, count) => metrics.clientTimeout(listener, reason, count),
     collect: async () => {
       await pruner.beforeScrape();
       return await snapshotMetrics(metrics.registry);

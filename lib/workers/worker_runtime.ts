@@ -24,7 +24,12 @@ import {
   type HttpsListener,
   listenHttps,
 } from "../server/https_listener.ts";
-import { hostPort, type Listener, type RequestHandler } from "../server/listener.ts";
+import {
+  type ClientTimeout,
+  hostPort,
+  type Listener,
+  type RequestHandler,
+} from "../server/listener.ts";
 import { type FromWorker, isToWorker, type SnapshotMessage, type ToWorker } from "./protocol.ts";
 import { errorText } from "../log/error_text.ts";
 
@@ -63,6 +68,8 @@ export interface WorkerRuntimeOptions<D> {
   }): WorkerHandler;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   onRequest?(listener: "http" | "https", delta: 1 | -1): void;
+  /** Called when a listener closed client connections for a timeout (`count` at once). */
+  onClientTimeout?(listener: "http" | "https", reason: ClientTimeout, count: number): void;
   /** Answers a `collect` request with plain data (the worker's metrics). */
   collect?(): unknown | Promise<unknown>;
 }
@@ -157,6 +164,8 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         inFlight[listener] += delta;
         options.onRequest?.(listener, delta);
       },
+      onClientTimeout: (reason: ClientTimeout, count: number) =>
+        options.onClientTimeout?.(listener, reason, count),
     });
     const clientTimeouts = {
       firstBytesTimeoutMs: config.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,

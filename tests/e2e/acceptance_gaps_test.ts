@@ -291,6 +291,19 @@ Deno.test("--max-body-size and --trusted-proxy-cidrs reach the data plane of a 2
   }
 });
 
+/** `sluice_client_timeouts_total` from `/metrics`, by `listener/reason`. */
+async function clientTimeouts(healthPort: number): Promise<Record<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+  const counts: Record<string, number> = {};
+  for (const match of text.matchAll(/^sluice_client_timeouts_total\{(.*)\} (\d+)$/gm)) {
+    const labels = Object.fromEntries(
+      [...match[1]!.matchAll(/(\w+)="([^"]*)"/g)].map(([, name, value]) => [name, value]),
+    );
+    counts[`${labels.listener}/${labels.reason}`] = Number(match[2]);
+  }
+  return counts;
+}
+
 /** How many descriptors `pid` holds. */
 function descriptors(pid: number): number {
   return [...Deno.readDirSync(`/proc/${pid}/fd`)].length;
@@ -334,6 +347,17 @@ Deno.test("--client-first-bytes-timeout: clients stalled in their TLS handshake 
     assertEquals(ends.length, 100);
     await waitFor("Sluice's descriptors to go back", () => descriptors(sluice.pid) <= before + 2);
     assertEquals(
+      await clientTimeouts(sluice.healthPort),
+      {
+        "https/tls-handshake": 100,
+        "http/first-bytes": 0,
+        "http/idle": 0,
+        "http/head": 0,
+        "http/send": 0,
+      },
+      "counted in /metrics, both workers summed",
+    );
+    assertEquals(
       sluice.logs.filter((line) => line.includes("keep their socket")),
       [],
       "shutting the sockets down works with the binary's permissions",
@@ -376,6 +400,12 @@ Deno.test("plain HTTP: silent and idle connections are closed at the client time
     await idle.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assertEquals((await idle.readResponse()).status, 200);
     assert(await idle.closedByPeer(10_000), "an idle keep-alive connection was closed");
+    assertEquals(await clientTimeouts(sluice.healthPort), {
+      "http/first-bytes": 1,
+      "http/idle": 1,
+      "http/head": 0,
+      "http/send": 0,
+    });
     // By now the WebSocket has been quiet for longer than both timeouts.
     const echoed = new Promise((resolve) => ws!.onmessage = (event) => resolve(event.data));
     ws.send("still here");
