@@ -20,103 +20,21 @@ import { RawH2, statusOf, textOf } from "./_hostile_h2.ts";
 import { ConnectionActivity } from "./connection_activity.ts";
 import { HttpConnectionReaper } from "./http_connection_reaper.ts";
 import { listenHttp } from "./http_listener.ts";
-import type { ConnectionInfo, RequestHandler } from "./listener.ts";
 import { tcpConnectionsOnPort } from "./native_socket.ts";
+import {
+  pace,
+  SWEEPS_PAST_TIMEOUTS,
+  TIMEOUTS,
+  trickleUntilClosed,
+  world,
+} from "./_reaper_world.ts";
 
-const TIMEOUTS = { firstBytesTimeoutMs: 300, idleTimeoutMs: 400, intervalMs: 50 };
-/** Sweeps that cover three idle timeouts: long enough for any timeout to have acted. */
-const SWEEPS_PAST_TIMEOUTS = 3 * TIMEOUTS.idleTimeoutMs / TIMEOUTS.intervalMs;
 const NO_REAPS = { "first-bytes": 0, idle: 0, head: 0, send: 0 };
 
 /** The reaper's counts without its sweeps. */
 function reaps(reaper: HttpConnectionReaper): Record<string, number> {
   const { sweeps: _, ...rest } = reaper.stats;
   return rest;
-}
-
-/** Pacing a client's trickle (what is being tested), never to wait for something. */
-function pace(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-interface World extends AsyncDisposable {
-  readonly port: number;
-  readonly activity: ConnectionActivity;
-  readonly reaper: HttpConnectionReaper;
-  /** Resolves the pending `/slow` requests. */
-  release(): void;
-  /** Waits for `n` more sweeps (with the reaper started). */
-  sweeps(n: number): Promise<void>;
-}
-
-/** The real HTTP listener counting into an activity, and a reaper (started unless `manual`). */
-function world(options: { manual?: boolean; handler?: RequestHandler } = {}): World {
-  const activity = new ConnectionActivity();
-  let release = () => {};
-  const released = new Promise<void>((resolve) => release = resolve);
-  const handler = async (req: Request, info: ConnectionInfo): Promise<Response> => {
-    const path = new URL(req.url).pathname;
-    if (path === "/slow") {
-      await released;
-      await req.body?.cancel();
-      return new Response("done");
-    }
-    if (path === "/throw") throw new Error("Handler failed on purpose");
-    if (path === "/until-abort") {
-      await new Promise((resolve) => req.signal.addEventListener("abort", resolve));
-      return new Response("gone");
-    }
-    if (path === "/upload") {
-      const bytes = await req.arrayBuffer();
-      return new Response(String(bytes.byteLength));
-    }
-    if (path === "/big") {
-      const chunk = new Uint8Array(64 * 1024);
-      let sent = 0;
-      return new Response(
-        new ReadableStream({
-          pull(controller) {
-            if (sent++ < 1_024) controller.enqueue(chunk);
-            else controller.close();
-          },
-        }),
-      );
-    }
-    if (path === "/ws") {
-      // As the proxy handler does: the session is counted for its whole life.
-      const { socket, response } = Deno.upgradeWebSocket(req);
-      const slot = info.activity?.begin(info.remoteAddr);
-      socket.onmessage = (event) => socket.send(event.data);
-      socket.onclose = () => slot !== undefined && info.activity!.end(slot);
-      return response;
-    }
-    return options.handler === undefined ? new Response("ok") : options.handler(req, info);
-  };
-  const listener = listenHttp(handler, { hostname: "127.0.0.1", port: 0, activity });
-  const reaper = new HttpConnectionReaper({
-    port: listener.addr.port,
-    activity,
-    ...TIMEOUTS,
-    onUnavailable: (reason) => {
-      throw new Error(reason);
-    },
-  });
-  if (options.manual !== true) reaper.start();
-  return {
-    port: listener.addr.port,
-    activity,
-    reaper,
-    release,
-    async sweeps(n) {
-      const target = reaper.stats.sweeps + n;
-      await waitFor(`${n} sweeps`, () => reaper.stats.sweeps >= target);
-    },
-    async [Symbol.asyncDispose]() {
-      release();
-      await reaper.stop();
-      await listener.shutdown({ timeoutMs: 2_000 });
-    },
-  };
 }
 
 /** A raw TCP client bound to a chosen local address and port (node:net; Deno.connect cannot). */
@@ -370,20 +288,7 @@ Deno.test("a request head trickled after a completed request on a keep-alive con
   await conn.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
   assertEquals((await conn.readResponse()).status, 200);
   await conn.send("GET / HTTP/1.1\r\nHost: a\r\nX-Trickle: ");
-  const closed = conn.closedByPeer(10_000);
-  let open = true;
-  void closed.then(() => open = false);
-  await within(
-    10_000,
-    "the trickle to be cut",
-    (async () => {
-      while (open) {
-        await conn.send("x").catch(() => open = false);
-        await pace(50);
-      }
-    })(),
-  );
-  assert(await closed, "closed");
+  assert(await within(10_000, "the trickle to be cut", trickleUntilClosed(conn)), "closed");
   assertEquals(reaps(w.reaper), { ...NO_REAPS, head: 1 });
 });
 
