@@ -303,3 +303,39 @@ Deno.test("Reflector answers an ERROR event with an empty or odd Status as a fai
     assertEquals(run.reflector.status.relists, 0, JSON.stringify(object));
   }
 });
+
+// Was a bug (a CI run's teardown hung 8m41s, then passed): stop() that came while a LIST (or a
+// resourceVersion check) was settling let the loop go on to a watch whose request signal was never
+// aborted, so stop() waited for the server to end the watch, minutes later.
+Deno.test("Reflector.stop() during a LIST that still completes ends the loop at once, without a watch left open", async () => {
+  using logs = captureLogs();
+  let stopping: Promise<void> | undefined;
+  let watchSignal: AbortSignal | undefined;
+  const client = {
+    list: async () => {
+      // The answer is already here when stop() aborts (once start() has returned): the LIST
+      // completes anyway.
+      await null;
+      stopping = reflector.stop();
+      return { items: [], resourceVersion: "10", continue: "" };
+    },
+    async *watch(_r: unknown, options: { signal?: AbortSignal }) {
+      watchSignal = options.signal;
+      // As fetch: an aborted signal fails the request at once.
+      if (options.signal?.aborted) throw new DOMException("The request was aborted", "AbortError");
+      // A quiet watch: ends only when its signal aborts (a real one, at the server's timeout).
+      await new Promise((resolve) => options.signal?.addEventListener("abort", resolve));
+      yield* [];
+    },
+  } as unknown as ConstructorParameters<typeof Reflector>[0]["client"];
+  const reflector = new Reflector({
+    client,
+    resource: INGRESSES,
+    onEvent: () => {},
+    logger: logs.logger,
+  });
+  reflector.start();
+  await waitFor("stop() to be called", () => stopping !== undefined);
+  await within(5_000, "stop() to resolve", stopping!);
+  assert(watchSignal === undefined || watchSignal.aborted, "no watch left running");
+});

@@ -446,7 +446,10 @@ export class Reflector<T extends KubeObject = KubeObject> {
     const request = new AbortController();
     const timer = new AbortController();
     const cancel = () => request.abort();
-    signal.addEventListener("abort", cancel, { once: true });
+    // Aborted already (stop() came while the request before this one was settling): an abort
+    // listener added now would never fire, and a watch would run to the server's timeout.
+    if (signal.aborted) request.abort();
+    else signal.addEventListener("abort", cancel, { once: true });
     let expired = false;
     const elapsed = this.#timers.sleep(ms, timer.signal).then(() => {
       if (timer.signal.aborted) return;

@@ -251,7 +251,9 @@ export class UpstreamPool {
     }, this.connectTimeoutMs);
     // The client leaving stops a slow connect (a black-holed endpoint) at once.
     const onAbort = () => controller.abort();
-    signal?.addEventListener("abort", onAbort, { once: true });
+    // An abort listener added after the abort would never fire.
+    if (signal?.aborted === true) controller.abort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
     let conn: Deno.Conn;
     try {
       conn = await this.#connector({
