@@ -44,7 +44,7 @@ export interface Config {
   readonly httpClientTimeouts: boolean;
   /** How long a client connection may take (TLS handshake included) to send its first bytes. */
   readonly clientFirstBytesTimeoutMs: number;
-  /** A client connection idle, trickling a request head or reading nothing for this long is closed (within 1-2×). */
+  /** A client connection idle, trickling a request head or reading nothing for this long is closed. */
   readonly clientIdleTimeoutMs: number;
   readonly hsts: boolean;
   readonly hstsMaxAgeSeconds: number;

@@ -461,8 +461,6 @@ function isAborted(signal: AbortSignal | undefined): boolean {
 
 /** Resolves true as soon as `signal` aborts, false after `ms` without. */
 function abortedWithin(signal: AbortSignal, ms: number): Promise<boolean> {
-  // An abort listener added after the abort would never fire.
-  if (signal.aborted) return Promise.resolve(true);
   if (signal.aborted) return Promise.resolve(true);
   return new Promise((resolve) => {
     const onAbort = () => {

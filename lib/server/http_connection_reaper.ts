@@ -34,6 +34,7 @@
  */
 
 import type { ConnectionActivity } from "./connection_activity.ts";
+import type { ClientTimeout } from "./listener.ts";
 import {
   shutdownTcpConnection,
   type TcpConnection,
@@ -55,7 +56,7 @@ export interface HttpConnectionReaperOptions {
 }
 
 /** Why a connection was shut down. */
-export type ReapReason = "first-bytes" | "idle" | "head" | "send";
+export type ReapReason = Exclude<ClientTimeout, "tls-handshake">;
 
 /** Counters of {@linkcode HttpConnectionReaper.stats}. */
 export type HttpConnectionReaperStats = Readonly<Record<ReapReason, number>> & {
