@@ -13,6 +13,10 @@
  * less faithful), and `_deno_internal_test.ts` fails loudly so the change is
  * noticed.
  *
+ * The second reach is a behaviour, not an API: {@linkcode releaseTakenChunk}
+ * relies on how `Deno.serve` takes a streamed response body (see there), and
+ * the same test file fails loudly if that changes.
+ *
  * Not here (investigated, see the report): a raw upgrade of a `Deno.serve`
  * connection. Deno 2.9.6's `_wantsUpgrade` only implements `upgradeWebSocket`;
  * `upgradeHttpRaw` is gone, so WebSockets are relayed message by message.
@@ -75,4 +79,34 @@ function findRequestSymbol(req: Request): symbol | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * Frees a response body chunk's memory now instead of at V8's next
+ * collection, by detaching its buffer. For a chunk of a `ReadableStream`
+ * given to a `Deno.serve` response only, and only once the stream has been
+ * asked for the next chunk and that pull has awaited something.
+ *
+ * Why this is safe on Deno 2.9.6 (ext/web/06_streams.js,
+ * `resourceForReadableStream`): the server reads the stream with a reader
+ * whose chunk steps hand each chunk synchronously to a Rust op, which keeps
+ * its own counted reference to the chunk's backing store until hyper has
+ * written it. With a high-water mark of 1, a stream is pulled again only
+ * once its queue is empty, that is once the previous chunk has been read,
+ * and its chunk steps run before the pull's first await resumes. Detaching
+ * drops only JavaScript's reference: the bytes stay alive for hyper and are
+ * freed the moment it has sent them.
+ *
+ * Why it matters: a proxy relaying large bodies makes a fresh 256 KiB chunk
+ * per read. Left to the garbage collector, tens of MiB of sent chunks wait
+ * for the next collection; measured on the benchmark's floor proxy (1 MiB
+ * responses, 64 connections), peak RSS went from 195 to 144 MiB.
+ *
+ * Never for a body read by JavaScript (`Response.arrayBuffer()`, a reader
+ * that keeps chunks): it would see empty chunks. `_deno_internal_test.ts`
+ * shows both: the bytes arrive intact through `Deno.serve` (HTTP/1.1 with a
+ * stalled client, and HTTP/2), and a JavaScript collector gets them cut.
+ */
+export function releaseTakenChunk(chunk: Uint8Array<ArrayBuffer>): void {
+  if (!chunk.buffer.detached) chunk.buffer.transfer(0);
 }

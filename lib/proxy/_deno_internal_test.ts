@@ -1,6 +1,10 @@
 import { deepStrictEqual as assertEquals, strictEqual } from "node:assert/strict";
-import { lastHeaderListSource, requestHeaderList } from "./_deno_internal.ts";
+import { createHash } from "node:crypto";
+import { lastHeaderListSource, releaseTakenChunk, requestHeaderList } from "./_deno_internal.ts";
+import { patternBytes, patternSha256 } from "../../tests/support/echo_backend.ts";
 import { latin1, RawConnection } from "../../tests/support/raw_http.ts";
+import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
+import { waitFor } from "../../tests/support/wait.ts";
 
 // Canary: if this fails after a Deno upgrade, the proxy still works (it falls back to the
 // public, sorted and combined `req.headers`) but loses header order and case fidelity.
@@ -44,3 +48,132 @@ Deno.test("requestHeaderList() falls back to req.headers for a constructed Reque
   // Either source is acceptable here; both must carry the same fields.
   assertEquals(list.map(([k, v]) => [k.toLowerCase(), v]).sort(), [["a", "2"], ["b", "1"]]);
 });
+
+const CHUNK = 256 * 1024;
+const CHUNKS = 64;
+
+/**
+ * A body streamed as `upstream_client.ts` streams one: fresh chunks, a high-water
+ * mark of 1, and each chunk released once the next pull has awaited (here only a
+ * microtask: the least any pull awaits). `stalled` turns true once a chunk stayed
+ * queued, that is once the server stopped taking chunks because its client did
+ * not read (the path where Deno awaits room before taking the next one).
+ */
+function releasingBody(): { body: ReadableStream<Uint8Array>; state: { stalled: boolean } } {
+  const state = { stalled: false };
+  let index = 0;
+  let taken: Uint8Array<ArrayBuffer> | undefined;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      await Promise.resolve();
+      if (taken !== undefined) releaseTakenChunk(taken);
+      if (index === CHUNKS) {
+        controller.close();
+        return;
+      }
+      const chunk = patternBytes(index++ * CHUNK, CHUNK) as Uint8Array<ArrayBuffer>;
+      controller.enqueue(chunk);
+      taken = chunk;
+      if ((controller.desiredSize ?? 1) <= 0) state.stalled = true;
+    },
+  }, new CountQueuingStrategy({ highWaterMark: 1 }));
+  return { body, state };
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+// Canary for `releaseTakenChunk`: if a Deno upgrade made Deno.serve hold chunks in
+// JavaScript before handing them to Rust, released chunks would go out empty and these
+// bodies would come out short. Re-check ext/web/06_streams.js `resourceForReadableStream`.
+Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole to a client that stalled (HTTP/1.1)", async () => {
+  strictEqual(Deno.version.deno, "2.9.6", "Deno changed: re-check lib/proxy/_deno_internal.ts");
+  let state = { stalled: false };
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
+    const made = releasingBody();
+    state = made.state;
+    return new Response(made.body);
+  });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+  try {
+    await conn.write(
+      new TextEncoder().encode("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"),
+    );
+    // Read nothing until the server had to hold a chunk back: the socket and Deno's
+    // channel are full, and several released chunks are still waiting in Rust.
+    await waitFor("the server to stop taking chunks", () => state.stalled, { timeoutMs: 20_000 });
+    const received: Uint8Array[] = [];
+    const buf = new Uint8Array(64 * 1024);
+    for (let n = await conn.read(buf); n !== null; n = await conn.read(buf)) {
+      received.push(buf.slice(0, n));
+    }
+    const all = new Uint8Array(received.reduce((sum, part) => sum + part.length, 0));
+    let at = 0;
+    for (const part of received) {
+      all.set(part, at);
+      at += part.length;
+    }
+    const text = latin1(all.subarray(0, 4096));
+    const headEnd = text.indexOf("\r\n\r\n") + 4;
+    strictEqual(text.slice(0, 15), "HTTP/1.1 200 OK");
+    const body = dechunk(all.subarray(headEnd));
+    strictEqual(body.length, CHUNK * CHUNKS);
+    strictEqual(sha256(body), patternSha256(CHUNK * CHUNKS));
+  } finally {
+    conn.close();
+    await server.shutdown();
+  }
+});
+
+Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole over HTTP/2", async () => {
+  const cert = await generateSelfSignedCertificate({ hostnames: ["localhost"] });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: cert.certPem, key: cert.keyPem, onListen() {} },
+    () => new Response(releasingBody().body),
+  );
+  // HTTP/2 only: a server that did not agree to h2 fails the request.
+  const client = Deno.createHttpClient({ caCerts: [cert.certPem], http1: false, http2: true });
+  try {
+    const response = await fetch(`https://localhost:${server.addr.port}/`, { client });
+    const body = new Uint8Array(await response.arrayBuffer());
+    strictEqual(body.length, CHUNK * CHUNKS);
+    strictEqual(sha256(body), patternSha256(CHUNK * CHUNKS));
+  } finally {
+    client.close();
+    await server.shutdown();
+  }
+});
+
+Deno.test("releaseTakenChunk(): a body read in JavaScript loses the released chunks (why it is for Deno.serve only)", async () => {
+  // The collector keeps the chunks it read and copies them at the end: by then all
+  // but the last were released.
+  const error = await new Response(releasingBody().body).arrayBuffer().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  strictEqual(error instanceof TypeError, true, `expected a TypeError, got ${error}`);
+  strictEqual(String(error).includes("detached"), true, String(error));
+});
+
+/** Decodes an HTTP/1.1 chunked body (the test's own response, so well-formed). */
+function dechunk(data: Uint8Array): Uint8Array {
+  const parts: Uint8Array[] = [];
+  let at = 0;
+  while (true) {
+    let lineEnd = at;
+    while (!(data[lineEnd] === 13 && data[lineEnd + 1] === 10)) lineEnd++;
+    const size = parseInt(latin1(data.subarray(at, lineEnd)), 16);
+    at = lineEnd + 2;
+    if (size === 0) break;
+    parts.push(data.subarray(at, at + size));
+    at += size + 2;
+  }
+  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}

@@ -162,6 +162,14 @@ export interface ProxyHandlerOptions {
   readonly endpointDownMs?: number;
   /** Largest WebSocket message accepted from a backend. Default 64 MiB. */
   readonly maxWebSocketMessageBytes?: number;
+  /**
+   * Release each streamed response body chunk's memory once `Deno.serve` has
+   * taken it, rather than at V8's next collection (`releaseTakenChunk` in
+   * `_deno_internal.ts`; lower peak RSS under large responses). Default true:
+   * the handler's responses are for `Deno.serve`. False for a caller that reads
+   * response bodies in JavaScript, which would otherwise see empty chunks.
+   */
+  readonly releaseBodyChunks?: boolean;
   /** WebSocket idle timeout in ms (no message either way). Default `readTimeoutMs`. */
   readonly webSocketIdleTimeoutMs?: number;
   /** Request id generator. Default: 32 random hex chars. */
@@ -254,6 +262,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   const sslRedirect = options.sslRedirect ?? true;
   const hsts = hstsValue(options.hsts);
   const redirectPort = options.httpsRedirectPort ?? 443;
+  const releaseBodyChunks = options.releaseBodyChunks ?? true;
   const wsOptions = {
     idleTimeoutMs: options.webSocketIdleTimeoutMs ?? readTimeoutMs,
     maxMessageBytes: options.maxWebSocketMessageBytes ?? 64 * 1024 * 1024,
@@ -469,6 +478,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       maxBodyBytes,
       signal,
       upgrade,
+      releaseBodyChunks,
       // A heuristic for HTTP/2 (Deno does not say which protocol a request came over): h2
       // requests usually carry no Host field, HTTP/1.1 ones must. An h2 client that also sends
       // `host` gets no grace; an HTTP/1.x request without Host waits the 10 ms for nothing.

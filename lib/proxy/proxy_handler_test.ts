@@ -701,3 +701,35 @@ Deno.test("proxy access entries name the URL's authority for HTTP/2 requests, wh
     handler.close();
   }
 });
+
+Deno.test("proxy releases streamed response chunks by default (its responses are for Deno.serve), not when told otherwise", async () => {
+  const backend = await startEchoBackend();
+  const endpoints = [{ address: "127.0.0.1", port: backend.port }];
+  try {
+    for (const releaseBodyChunks of [undefined, false]) {
+      const handler = createProxyHandler({
+        snapshot: () => staticSnapshot([{ host: HOST, endpoints }]),
+        ...(releaseBodyChunks === undefined ? {} : { releaseBodyChunks }),
+      });
+      try {
+        const response = await handler(new Request(`http://${HOST}/bytes?n=${4 * 1024 * 1024}`), {
+          remoteAddr: { hostname: "127.0.0.1", port: 40000 },
+          secure: false,
+          localPort: 8080,
+        });
+        const reader = response.body!.getReader();
+        const first = await reader.read();
+        ok(!first.done && first.value.length > 0);
+        const length = first.value.length;
+        await reader.read();
+        await reader.read();
+        strictEqual(first.value.length, releaseBodyChunks === undefined ? 0 : length);
+        await reader.cancel();
+      } finally {
+        handler.close();
+      }
+    }
+  } finally {
+    await backend.close();
+  }
+});

@@ -30,6 +30,7 @@ import {
   parseContentLength,
   type ResponseHead,
 } from "./_http1.ts";
+import { releaseTakenChunk } from "./_deno_internal.ts";
 import type { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import type { UpstreamPool } from "./upstream_pool.ts";
@@ -62,6 +63,14 @@ export interface UpstreamRequest {
    * reaches the backend as a complete request.
    */
   readonly confirmBodyEndMs?: number | undefined;
+  /**
+   * The response body goes straight into a `Deno.serve` response and nothing in
+   * JavaScript keeps its chunks: each streamed chunk's memory is released as soon
+   * as the next one is asked for, instead of at V8's next collection (see
+   * `releaseTakenChunk` in `_deno_internal.ts`). Must stay unset for a body read
+   * by JavaScript.
+   */
+  readonly releaseBodyChunks?: boolean | undefined;
 }
 
 /** How a response body ended, for access logs. */
@@ -403,6 +412,9 @@ async function exchange(
   const next = bodyReader(conn, responseHead);
   let bytes = 0;
   let onStall: (() => void) | undefined;
+  const releaseChunks = request.releaseBodyChunks === true;
+  // The chunk enqueued last, released once the next pull has awaited (Deno.serve has it then).
+  let taken: Uint8Array<ArrayBuffer> | undefined;
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
       // The client took nothing for the I/O timeout: the pool closed the connection.
@@ -419,12 +431,17 @@ async function exchange(
       conn.consumerReady();
       try {
         const chunk = await next();
+        if (taken !== undefined) {
+          releaseTakenChunk(taken);
+          taken = undefined;
+        }
         if (chunk === null) {
           controller.close();
           finish(true, bytes);
         } else {
           bytes += chunk.length;
           controller.enqueue(chunk);
+          if (releaseChunks) taken = chunk;
           conn.waitForConsumer(onStall!);
         }
       } catch (error) {
@@ -502,7 +519,7 @@ function normalizeContentLength(headers: [string, string][], length: number | un
 function bodyReader(
   conn: UpstreamConnection,
   head: ResponseHead,
-): () => Promise<Uint8Array | null> {
+): () => Promise<Uint8Array<ArrayBuffer> | null> {
   if (head.framing === "length") {
     let remaining = head.contentLength;
     return async () => {

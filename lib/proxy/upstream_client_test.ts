@@ -257,3 +257,43 @@ async function waitUntil(
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+Deno.test("releaseBodyChunks: a streamed chunk is released once the next is asked for, and only with the option", async () => {
+  const backend = await startEchoBackend();
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  const size = 4 * 1024 * 1024;
+  try {
+    for (const releaseBodyChunks of [true, false]) {
+      const response = await sendUpstream(pool, endpoint, {
+        ...get(`/bytes?n=${size}`),
+        releaseBodyChunks,
+      });
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      const first = await reader.read();
+      ok(!first.done && first.value.length > 0);
+      const firstLength = first.value.length;
+      // Reading until two more chunks arrived means the stream was pulled again after
+      // handing out the first (with a high-water mark of 1, a pull follows each read).
+      let total = firstLength;
+      for (let i = 0; i < 2; i++) {
+        const next = await reader.read();
+        ok(!next.done);
+        total += next.value.length;
+      }
+      strictEqual(
+        first.value.length,
+        releaseBodyChunks ? 0 : firstLength,
+        releaseBodyChunks ? "the first chunk was not released" : "a chunk was released unasked",
+      );
+      for (let next = await reader.read(); !next.done; next = await reader.read()) {
+        total += next.value.length;
+      }
+      strictEqual(total, size);
+      strictEqual((await response.done).complete, true);
+    }
+  } finally {
+    pool.close();
+    await backend.close();
+  }
+});

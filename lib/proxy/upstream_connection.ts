@@ -321,6 +321,8 @@ export class UpstreamConnection {
 
   /**
    * Returns up to `max` body bytes: buffered ones first, else one socket read.
+   * The bytes are the chunk's own (never a view of the read buffer), so whoever
+   * takes them may keep or detach them.
    *
    * @returns the bytes, or null at end of stream.
    */

@@ -10,7 +10,7 @@
  * with only a `Host` header, reads the response head, passes the status and
  * the end-to-end header fields on, and relays a `Content-Length` body (whole
  * when it fits the read buffer, else streamed in fresh 256 KiB chunks like
- * Sluice). Nothing else: no client headers forwarded, no X-Forwarded-*, no
+ * Sluice, each released once Deno has taken it). Nothing else: no client headers forwarded, no X-Forwarded-*, no
  * request id, no routing, no timeouts, no client-abort handling, no retries,
  * no chunked bodies, no validation. It is not a proxy anyone should run.
  *
@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { releaseTakenChunk } from "../../lib/proxy/_deno_internal.ts";
 
 const BUFFER_BYTES = 64 * 1024;
 const CHUNK_BYTES = 256 * 1024;
@@ -106,6 +107,7 @@ if (import.meta.main) {
     } else {
       const first = c.buf.slice(end, got);
       let left = length - first.length;
+      let previous: Uint8Array<ArrayBuffer> | undefined;
       body = new ReadableStream<Uint8Array>({
         start(controller) {
           if (first.length > 0) controller.enqueue(first);
@@ -118,6 +120,9 @@ if (import.meta.main) {
           }
           const chunk = new Uint8Array(Math.min(CHUNK_BYTES, left));
           const n = await c.conn.read(chunk);
+          // As Sluice does: Deno.serve has taken the previous chunk by now, so its memory can go.
+          if (previous !== undefined) releaseTakenChunk(previous);
+          previous = chunk;
           if (n === null) throw new Error("backend closed the connection");
           left -= n;
           controller.enqueue(chunk.subarray(0, n));
