@@ -168,9 +168,28 @@ async function cpuSeconds(pids: number[]): Promise<number> {
   return ticks / 100;
 }
 
-async function rssMiB(pid: number): Promise<number> {
+interface Memory {
+  /** Resident set, MiB. */
+  readonly rss: number;
+  /** Of which anonymous memory (heaps, buffers), MiB; the rest is file-backed (the binary's code). */
+  readonly anon: number;
+}
+
+async function memory(pid: number): Promise<Memory> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+  const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
+  return { rss: kib("VmRSS") / 1024, anon: kib("RssAnon") / 1024 };
+}
+
+/** The larger of each field. */
+function peak(a: Memory | undefined, b: Memory): Memory {
+  return a === undefined ? b : { rss: Math.max(a.rss, b.rss), anon: Math.max(a.anon, b.anon) };
+}
+
+function describe(m: Memory | undefined, workers = 1): string {
+  if (m === undefined) return "?";
+  const perWorker = workers > 1 ? `, ${(m.rss / workers).toFixed(0)} MiB per worker` : "";
+  return `${m.rss.toFixed(0)} MiB (anonymous ${m.anon.toFixed(0)} MiB${perWorker})`;
 }
 
 function parseLatency(text: string, percentile: string): number {
@@ -180,17 +199,29 @@ function parseLatency(text: string, percentile: string): number {
   return match[2] === "us" ? value / 1000 : match[2] === "s" ? value * 1000 : value;
 }
 
-async function wrk(target: Target, path: string): Promise<Sample> {
+/**
+ * Runs wrk against `target`; meanwhile calls `sample` every 250 ms (memory is read
+ * under load, not after it).
+ */
+async function wrk(target: Target, path: string, sample: () => Promise<void>): Promise<Sample> {
   const pids = await target.pids();
   const cpuBefore = await cpuSeconds(pids);
   const started = performance.now();
+  let running = true;
+  const sampling = (async () => {
+    while (running) {
+      await sample();
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  })();
   const text = await run("wrk", [
     "-t1",
     `-c${CONNECTIONS}`,
     `-d${DURATION_S}s`,
     "--latency",
     `${target.scheme ?? "http"}://127.0.0.1:${target.port}${path}`,
-  ]);
+  ]).finally(() => running = false);
+  await sampling;
   const wall = (performance.now() - started) / 1000;
   const cores = pids.length === 0 ? 0 : (await cpuSeconds(pids) - cpuBefore) / wall;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1] ?? NaN);
@@ -362,7 +393,13 @@ async function main(): Promise<void> {
         pids: () => Promise.resolve([readyN.pid]),
       },
     ];
-    const rss = new Map<string, number>();
+    const processes = [
+      ["Sluice, 1 worker", ready1.pid, 1],
+      [`Sluice, ${CPUS} workers`, readyN.pid, CPUS],
+      ["the floor", readyFloor.pid, 1],
+    ] as const;
+    const idle = new Map<string, Memory>();
+    for (const [name, pid] of processes) idle.set(name, await memory(pid));
     const sizes = ([
       ["1 KiB", "/1k.bin", "1k", targets],
       ["1 MiB", "/1m.bin", "1m", targets],
@@ -370,18 +407,17 @@ async function main(): Promise<void> {
     ] as const).filter(([, , key]) => SIZES?.split(",").includes(key));
     for (const [label, path, , caseTargets] of sizes) {
       const samples = new Map<string, Sample[]>(caseTargets.map((t) => [t.name, []]));
+      // Peak memory of each process while it was the one under load.
+      const loaded = new Map<string, Memory>();
       for (let round = 0; round < ROUNDS; round++) {
         for (const target of caseTargets) {
-          samples.get(target.name)!.push(await wrk(target, path));
-          for (
-            const [name, pid] of [
-              ["Sluice, 1 worker", ready1.pid],
-              [`Sluice, ${CPUS} workers`, readyN.pid],
-              ["the floor", readyFloor.pid],
-            ] as const
-          ) {
-            rss.set(name, Math.max(rss.get(name) ?? 0, await rssMiB(pid)));
-          }
+          const pids = await target.pids();
+          const sample = async () => {
+            for (const [name, pid] of processes) {
+              if (pids.includes(pid)) loaded.set(name, peak(loaded.get(name), await memory(pid)));
+            }
+          };
+          samples.get(target.name)!.push(await wrk(target, path, sample));
         }
       }
       const med = (name: string, key: keyof Sample) =>
@@ -412,9 +448,19 @@ async function main(): Promise<void> {
           }×; the floor vs nginx: ${(perCore(FLOOR_NAME) / perCore(base)).toFixed(2)}×`,
         );
       }
+      console.log(
+        `\nPeak memory under this load: ${
+          processes.filter(([name]) => loaded.has(name))
+            .map(([name, , workers]) => `${name} ${describe(loaded.get(name), workers)}`)
+            .join("; ")
+        }`,
+      );
     }
     console.log(
-      `\nPeak RSS: ${[...rss].map(([n, v]) => `${n} ${v.toFixed(0)} MiB`).join("; ")}`,
+      `\nMemory idle, before any load: ${
+        processes.map(([name, , workers]) => `${name} ${describe(idle.get(name), workers)}`)
+          .join("; ")
+      }`,
     );
   } finally {
     for (const child of children) {
