@@ -10,9 +10,10 @@
  * with only a `Host` header, reads the response head, passes the status and
  * the end-to-end header fields on, and relays a `Content-Length` body (whole
  * when it fits the read buffer, else streamed in fresh 256 KiB chunks like
- * Sluice, each released once Deno has taken it). Nothing else: no client headers forwarded, no X-Forwarded-*, no
- * request id, no routing, no timeouts, no client-abort handling, no retries,
- * no chunked bodies, no validation. It is not a proxy anyone should run.
+ * Sluice, each released once Deno has taken it). Nothing else: no client
+ * headers forwarded, no X-Forwarded-*, no request id, no routing, no
+ * timeouts, no client-abort handling, no retries, no chunked bodies, no
+ * validation. It is not a proxy anyone should run.
  *
  * Usage: `deno run --allow-net tests/bench/floor_proxy.ts --port 18082 --backend 127.0.0.1:18081`
  * Prints one JSON line `{ "ready": true, "pid": n }` when serving.
