@@ -14,7 +14,8 @@
  * noticed.
  *
  * The second reach is a behaviour, not an API: {@linkcode releaseTakenChunk}
- * relies on how `Deno.serve` takes a streamed response body (see there), and
+ * and {@linkcode releaseWrittenChunk} rely on how `Deno.serve` takes a
+ * streamed response body and makes a request body's chunks (see there), and
  * the same test file fails loudly if that changes.
  *
  * Not here (investigated, see the report): a raw upgrade of a `Deno.serve`
@@ -108,5 +109,30 @@ function findRequestSymbol(req: Request): symbol | undefined {
  * stalled client, and HTTP/2), and a JavaScript collector gets them cut.
  */
 export function releaseTakenChunk(chunk: Uint8Array<ArrayBuffer>): void {
+  detach(chunk);
+}
+
+/**
+ * Frees a request body chunk's memory now instead of at V8's next
+ * collection, by detaching its buffer, once the chunk has been written out
+ * (the write op has finished with it). For chunks of a `Deno.serve` request
+ * body, or of a buffer the caller made and no longer needs.
+ *
+ * Why this is safe on Deno 2.9.6: a `Deno.serve` request body is a byte
+ * stream over the request's resource (ext/web/06_streams.js
+ * `readableStreamForRid`) that reads each chunk into a freshly allocated
+ * 64 KiB buffer, so a chunk's buffer holds that chunk and nothing else; and
+ * a finished write no longer references the bytes. `_deno_internal_test.ts`
+ * fails loudly if Deno starts handing out views of a shared buffer.
+ *
+ * Why it matters: measured with a 1 GiB upload through Sluice, RSS rose by
+ * 32–40 MiB while it streamed (dead 64 KiB chunks waiting for a collection);
+ * with the release, by 3–4 MiB.
+ */
+export function releaseWrittenChunk(chunk: Uint8Array<ArrayBuffer>): void {
+  detach(chunk);
+}
+
+function detach(chunk: Uint8Array<ArrayBuffer>): void {
   if (!chunk.buffer.detached) chunk.buffer.transfer(0);
 }

@@ -1,6 +1,11 @@
 import { deepStrictEqual as assertEquals, strictEqual } from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { lastHeaderListSource, releaseTakenChunk, requestHeaderList } from "./_deno_internal.ts";
+import {
+  lastHeaderListSource,
+  releaseTakenChunk,
+  releaseWrittenChunk,
+  requestHeaderList,
+} from "./_deno_internal.ts";
 import { patternBytes, patternSha256 } from "../../tests/support/echo_backend.ts";
 import { latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
@@ -177,3 +182,95 @@ function dechunk(data: Uint8Array): Uint8Array {
   }
   return out;
 }
+
+/**
+ * Reads `body` as the proxy's request pump does (each chunk released once done with) and
+ * returns the hash of what it read and whether any two chunks shared a buffer.
+ */
+async function readReleasing(
+  body: ReadableStream<Uint8Array>,
+): Promise<{ length: number; sha256: string; shared: boolean }> {
+  const hash = createHash("sha256");
+  const buffers = new Set<ArrayBufferLike>();
+  let length = 0;
+  let shared = false;
+  const reader = body.getReader();
+  for (let next = await reader.read(); !next.done; next = await reader.read()) {
+    const chunk = next.value as Uint8Array<ArrayBuffer>;
+    if (buffers.has(chunk.buffer)) shared = true;
+    buffers.add(chunk.buffer);
+    hash.update(chunk);
+    length += chunk.length;
+    releaseWrittenChunk(chunk);
+  }
+  return { length, sha256: hash.digest("hex"), shared };
+}
+
+// Canary for `releaseWrittenChunk`: if a Deno upgrade made request body chunks views of a
+// shared buffer, releasing one would cut the ones after it, and uploads through Sluice would
+// arrive corrupted. Re-check ext/web/06_streams.js `readableStreamForRid`.
+Deno.test("releaseWrittenChunk(): Deno.serve hands out every request body chunk in a buffer of its own (HTTP/1.1 and HTTP/2)", async () => {
+  const size = 8 * 1024 * 1024 + 12_345;
+  const seen: { length: number; sha256: string; shared: boolean }[] = [];
+  const cert = await generateSelfSignedCertificate({ hostnames: ["localhost"] });
+  const handler = async (req: Request) => {
+    seen.push(await readReleasing(req.body!));
+    return new Response("ok");
+  };
+  const plain = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
+  const tls = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: cert.certPem, key: cert.keyPem, onListen() {} },
+    handler,
+  );
+  const client = Deno.createHttpClient({ caCerts: [cert.certPem], http1: false, http2: true });
+  const upload = () =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let offset = 0; offset < size; offset += 100_000) {
+          controller.enqueue(patternBytes(offset, Math.min(100_000, size - offset)));
+        }
+        controller.close();
+      },
+    });
+  try {
+    // HTTP/1.1 with a Content-Length, HTTP/1.1 chunked, HTTP/2.
+    const withLength = await fetch(`http://127.0.0.1:${plain.addr.port}/`, {
+      method: "PUT",
+      body: patternBytes(0, size) as Uint8Array<ArrayBuffer>,
+    });
+    strictEqual(await withLength.text(), "ok");
+    const chunked = await fetch(`http://127.0.0.1:${plain.addr.port}/`, {
+      method: "PUT",
+      body: upload(),
+    });
+    strictEqual(await chunked.text(), "ok");
+    const h2 = await fetch(`https://localhost:${tls.addr.port}/`, {
+      method: "PUT",
+      body: upload(),
+      client,
+    });
+    strictEqual(await h2.text(), "ok");
+  } finally {
+    client.close();
+    await plain.shutdown();
+    await tls.shutdown();
+  }
+  const expected = { length: size, sha256: patternSha256(size), shared: false };
+  assertEquals(seen, [expected, expected, expected]);
+});
+
+Deno.test("releaseWrittenChunk(): chunks that share a buffer are caught (why the canary above can fail)", async () => {
+  const whole = patternBytes(0, 4 * 100_000);
+  const result = await readReleasing(
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let offset = 0; offset < whole.length; offset += 100_000) {
+          controller.enqueue(whole.subarray(offset, offset + 100_000));
+        }
+        controller.close();
+      },
+    }),
+  );
+  // Releasing the first chunk took the buffer from the three after it.
+  assertEquals([result.shared, result.length], [true, 100_000]);
+});

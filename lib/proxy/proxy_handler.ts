@@ -163,11 +163,13 @@ export interface ProxyHandlerOptions {
   /** Largest WebSocket message accepted from a backend. Default 64 MiB. */
   readonly maxWebSocketMessageBytes?: number;
   /**
-   * Release each streamed response body chunk's memory once `Deno.serve` has
-   * taken it, rather than at V8's next collection (`releaseTakenChunk` in
-   * `_deno_internal.ts`; lower peak RSS under large responses). Default true:
-   * the handler's responses are for `Deno.serve`. False for a caller that reads
-   * response bodies in JavaScript, which would otherwise see empty chunks.
+   * Release the memory of each streamed body chunk as soon as it is done with,
+   * rather than at V8's next collection: a request body's once written to the
+   * backend, a response body's once `Deno.serve` has taken it (`_deno_internal.ts`;
+   * lower peak RSS under large uploads and downloads). Default true: the handler
+   * serves `Deno.serve`, whose request bodies give each chunk a buffer of its
+   * own. False for a caller that reads response bodies in JavaScript (it would
+   * see empty chunks) or keeps its requests' body chunks.
    */
   readonly releaseBodyChunks?: boolean;
   /** WebSocket idle timeout in ms (no message either way). Default `readTimeoutMs`. */

@@ -30,7 +30,7 @@ import {
   parseContentLength,
   type ResponseHead,
 } from "./_http1.ts";
-import { releaseTakenChunk } from "./_deno_internal.ts";
+import { releaseTakenChunk, releaseWrittenChunk } from "./_deno_internal.ts";
 import type { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import type { UpstreamPool } from "./upstream_pool.ts";
@@ -64,11 +64,13 @@ export interface UpstreamRequest {
    */
   readonly confirmBodyEndMs?: number | undefined;
   /**
-   * The response body goes straight into a `Deno.serve` response and nothing in
-   * JavaScript keeps its chunks: each streamed chunk's memory is released as soon
-   * as the next one is asked for, instead of at V8's next collection (see
-   * `releaseTakenChunk` in `_deno_internal.ts`). Must stay unset for a body read
-   * by JavaScript.
+   * The bodies' chunks belong to this exchange alone, so their memory is released
+   * as soon as it is done with them instead of at V8's next collection (see
+   * `_deno_internal.ts`): a streamed request body's chunks once written to the
+   * backend (they must come from `Deno.serve`, a fresh buffer each), and the
+   * response body's once the next is asked for (it must go straight into a
+   * `Deno.serve` response). Must stay unset when JavaScript reads the response
+   * body or keeps the request body's chunks.
    */
   readonly releaseBodyChunks?: boolean | undefined;
 }
@@ -264,6 +266,7 @@ async function exchange(
         max: request.maxBodyBytes,
         signal,
         confirmEndMs: request.confirmBodyEndMs,
+        release: request.releaseBodyChunks === true,
       }).then(
         () => {
           pumpState = "done";
@@ -589,6 +592,8 @@ async function pumpBody(
     max: number | undefined;
     signal: AbortSignal | undefined;
     confirmEndMs: number | undefined;
+    /** Release each chunk once it is written (see `UpstreamRequest.releaseBodyChunks`). */
+    release: boolean;
   },
 ): Promise<void> {
   const reader = body.getReader();
@@ -623,11 +628,13 @@ async function pumpBody(
         framed[framed.length - 2] = 13;
         framed[framed.length - 1] = 10;
         await conn.write(framed);
+        releaseWrittenChunk(framed);
       } else {
         await conn.write(new TextEncoder().encode(chunk.length.toString(16) + "\r\n"));
         await conn.write(chunk);
         await conn.write(CRLF);
       }
+      if (options.release) releaseWrittenChunk(chunk as Uint8Array<ArrayBuffer>);
     }
     if (options.declared !== undefined && sent !== options.declared) {
       throw new UpstreamError("client-body", "Cannot forward body: shorter than Content-Length");

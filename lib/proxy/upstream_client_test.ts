@@ -1,5 +1,5 @@
 import { deepStrictEqual as assertEquals, ok, rejects, strictEqual } from "node:assert/strict";
-import { startEchoBackend } from "../../tests/support/echo_backend.ts";
+import { patternBytes, patternSha256, startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
@@ -258,7 +258,7 @@ async function waitUntil(
   }
 }
 
-Deno.test("releaseBodyChunks: a streamed chunk is released once the next is asked for, and only with the option", async () => {
+Deno.test("releaseBodyChunks: a streamed response chunk is released once the next is asked for, and only with the option", async () => {
   const backend = await startEchoBackend();
   const pool = new UpstreamPool();
   const endpoint = { address: "127.0.0.1", port: backend.port };
@@ -291,6 +291,43 @@ Deno.test("releaseBodyChunks: a streamed chunk is released once the next is aske
       }
       strictEqual(total, size);
       strictEqual((await response.done).complete, true);
+    }
+  } finally {
+    pool.close();
+    await backend.close();
+  }
+});
+
+Deno.test("releaseBodyChunks: a streamed request body's chunks are released once written, and only with the option", async () => {
+  const backend = await startEchoBackend();
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  try {
+    for (const releaseBodyChunks of [true, false]) {
+      for (const contentLength of [3 * 100_000, undefined]) {
+        const chunks = [0, 1, 2].map((i) => patternBytes(i * 100_000, 100_000));
+        const response = await sendUpstream(pool, endpoint, {
+          method: "PUT",
+          target: "/upload",
+          headers: [["Host", "backend.test"]],
+          body: new ReadableStream<Uint8Array>({
+            start(controller) {
+              for (const chunk of chunks) controller.enqueue(chunk);
+              controller.close();
+            },
+          }),
+          contentLength,
+          releaseBodyChunks,
+        });
+        const echoed = JSON.parse(await text(response.body));
+        const what = `release ${releaseBodyChunks}, length ${contentLength}`;
+        assertEquals(echoed.body, { length: 300_000, sha256: patternSha256(300_000) }, what);
+        assertEquals(
+          chunks.map((chunk) => chunk.length),
+          releaseBodyChunks ? [0, 0, 0] : [100_000, 100_000, 100_000],
+          what,
+        );
+      }
     }
   } finally {
     pool.close();
