@@ -7,7 +7,7 @@ import {
   requestHeaderList,
 } from "./_deno_internal.ts";
 import { patternBytes, patternSha256 } from "../../tests/support/echo_backend.ts";
-import { latin1, RawConnection } from "../../tests/support/raw_http.ts";
+import { concatBytes, latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 
@@ -113,12 +113,7 @@ Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole to a
     for (let n = await conn.read(buf); n !== null; n = await conn.read(buf)) {
       received.push(buf.slice(0, n));
     }
-    const all = new Uint8Array(received.reduce((sum, part) => sum + part.length, 0));
-    let at = 0;
-    for (const part of received) {
-      all.set(part, at);
-      at += part.length;
-    }
+    const all = concatBytes(received);
     const text = latin1(all.subarray(0, 4096));
     const headEnd = text.indexOf("\r\n\r\n") + 4;
     strictEqual(text.slice(0, 15), "HTTP/1.1 200 OK");
@@ -174,13 +169,7 @@ function dechunk(data: Uint8Array): Uint8Array {
     parts.push(data.subarray(at, at + size));
     at += size + 2;
   }
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 /**

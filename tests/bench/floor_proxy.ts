@@ -108,7 +108,9 @@ if (import.meta.main) {
     } else {
       const first = c.buf.slice(end, got);
       let left = length - first.length;
-      let previous: Uint8Array<ArrayBuffer> | undefined;
+      // The chunk enqueued last, released as Sluice does: once the next pull has awaited,
+      // Deno.serve has taken it. The first and the last chunk too.
+      let previous = first.length > 0 ? first : undefined;
       body = new ReadableStream<Uint8Array>({
         start(controller) {
           if (first.length > 0) controller.enqueue(first);
@@ -117,11 +119,12 @@ if (import.meta.main) {
           if (left === 0) {
             controller.close();
             idle.push(c);
+            await Promise.resolve();
+            if (previous !== undefined) releaseTakenChunk(previous);
             return;
           }
           const chunk = new Uint8Array(Math.min(CHUNK_BYTES, left));
           const n = await c.conn.read(chunk);
-          // As Sluice does: Deno.serve has taken the previous chunk by now, so its memory can go.
           if (previous !== undefined) releaseTakenChunk(previous);
           previous = chunk;
           if (n === null) throw new Error("backend closed the connection");

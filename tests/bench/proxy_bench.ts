@@ -214,16 +214,26 @@ async function wrk(target: Target, path: string, sample: () => Promise<void>): P
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   })();
-  const text = await run("wrk", [
-    "-t1",
-    `-c${CONNECTIONS}`,
-    `-d${DURATION_S}s`,
-    "--latency",
-    `${target.scheme ?? "http"}://127.0.0.1:${target.port}${path}`,
-  ]).finally(() => running = false);
-  await sampling;
+  let text: string;
+  try {
+    text = await run("wrk", [
+      "-t1",
+      `-c${CONNECTIONS}`,
+      `-d${DURATION_S}s`,
+      "--latency",
+      `${target.scheme ?? "http"}://127.0.0.1:${target.port}${path}`,
+    ]);
+  } catch (error) {
+    running = false;
+    // wrk's failure is the one to report (a sample may fail too, its process gone).
+    sampling.catch(() => {});
+    throw error;
+  }
+  running = false;
+  // Wall and CPU time end with wrk, not with the last sample's pause (up to 250 ms).
   const wall = (performance.now() - started) / 1000;
   const cores = pids.length === 0 ? 0 : (await cpuSeconds(pids) - cpuBefore) / wall;
+  await sampling;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1] ?? NaN);
   const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)/.exec(text);
   if (errors !== null) console.error(`${target.name} ${path}: ${errors[0]}`);
