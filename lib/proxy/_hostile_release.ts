@@ -28,6 +28,7 @@ import {
   createProxyHandler,
   type ProxyHandlerOptions,
 } from "./proxy_handler.ts";
+import { encodeHeaderBlock, frame as h2Frame } from "../server/_hostile_h2.ts";
 import { listenHttps } from "../server/https_listener.ts";
 import { listenHttp } from "../server/http_listener.ts";
 import type { Listener } from "../server/listener.ts";
@@ -492,7 +493,7 @@ export class StarvedH2 {
       reset: undefined,
       hash: createHash("sha256"),
     });
-    const block = hpackLiterals([
+    const block = encodeHeaderBlock([
       [":method", method],
       [":scheme", this.#scheme],
       [":authority", "a.test"],
@@ -608,39 +609,4 @@ export class StarvedH2 {
       this.goaway = new DataView(payload.buffer, payload.byteOffset, 8).getUint32(4);
     }
   }
-}
-
-function h2Frame(type: number, flags: number, id: number, payload: Uint8Array): Uint8Array {
-  const out = new Uint8Array(9 + payload.length);
-  out[0] = (payload.length >> 16) & 0xff;
-  out[1] = (payload.length >> 8) & 0xff;
-  out[2] = payload.length & 0xff;
-  out[3] = type;
-  out[4] = flags;
-  new DataView(out.buffer).setUint32(5, id & 0x7fffffff);
-  out.set(payload, 9);
-  return out;
-}
-
-/** HPACK literal fields without indexing, new names, no Huffman (RFC 7541 section 6.2.2). */
-function hpackLiterals(fields: readonly (readonly [string, string])[]): Uint8Array {
-  const out: number[] = [];
-  const string = (text: string) => {
-    // A 7-bit prefix integer (section 5.1), then the octets.
-    let n = text.length;
-    if (n < 127) {
-      out.push(n);
-    } else {
-      out.push(127);
-      for (n -= 127; n >= 128; n >>= 7) out.push((n & 0x7f) | 0x80);
-      out.push(n);
-    }
-    out.push(...latin1Bytes(text));
-  };
-  for (const [name, value] of fields) {
-    out.push(0);
-    string(name);
-    string(value);
-  }
-  return new Uint8Array(out);
 }

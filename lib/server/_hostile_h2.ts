@@ -390,7 +390,8 @@ export class RawH2 {
   }
 }
 
-function frame(type: number, flags: number, id: number, payload: Uint8Array): Uint8Array {
+/** One HTTP/2 frame: the 9-byte header, then `payload`. */
+export function frame(type: number, flags: number, id: number, payload: Uint8Array): Uint8Array {
   const out = new Uint8Array(9 + payload.length);
   out[0] = (payload.length >> 16) & 0xff;
   out[1] = (payload.length >> 8) & 0xff;
@@ -403,7 +404,7 @@ function frame(type: number, flags: number, id: number, payload: Uint8Array): Ui
 }
 
 /** HPACK: every field a literal without indexing, new name, no Huffman (RFC 7541 section 6.2.2). */
-function encodeHeaderBlock(headers: readonly (readonly [string, string])[]): Uint8Array {
+export function encodeHeaderBlock(headers: readonly (readonly [string, string])[]): Uint8Array {
   const out: number[] = [];
   const bytes = (text: string) => {
     const encoded = new TextEncoder().encode(text);
