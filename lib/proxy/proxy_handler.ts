@@ -554,22 +554,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       ...(connectFailures === 0 ? {} : { connectFailures }),
     };
     if (upstream.tunnel !== undefined) {
+      let accepted: ReturnType<typeof relayWebSocket>;
       try {
-        const { response, relay } = relayWebSocket(
-          req,
-          { ...upstream, tunnel: upstream.tunnel },
-          wsOptions,
-        );
-        track(relay);
-        // The connection stays busy for the session's whole life (idle timeouts leave it alone).
-        const activity = info.activity;
-        const slot = activity?.begin(info.remoteAddr);
-        // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
-        void relay.ended.then(() => {
-          if (slot !== undefined) activity!.end(slot);
-          log(101, done);
-        });
-        return response;
+        accepted = relayWebSocket(req, { ...upstream, tunnel: upstream.tunnel }, wsOptions);
       } catch (error) {
         upstream.tunnel.conn.close();
         logger?.warn("Cannot accept WebSocket upgrade from backend", {
@@ -581,6 +568,18 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         log(502, { ...done, error: "protocol" });
         return plain(502);
       }
+      // Upgraded: from here on only the 101 may be answered (see relayWebSocket).
+      const { response, relay } = accepted;
+      track(relay);
+      // The connection stays busy for the session's whole life (idle timeouts leave it alone).
+      const activity = info.activity;
+      const slot = activity?.begin(info.remoteAddr);
+      // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
+      void relay.ended.then(() => {
+        if (slot !== undefined) activity!.end(slot);
+        log(101, done);
+      });
+      return response;
     }
 
     return respond(upstream, match, secure, done, log);

@@ -166,6 +166,11 @@ export function relayWebSocket(
   if (accept !== expectedAccept(req.headers.get("sec-websocket-key") ?? "")) {
     throw new TypeError("Cannot accept 101: Sec-WebSocket-Accept does not match the key sent");
   }
+  // Every check that can fail comes before the upgrade: once `Deno.upgradeWebSocket` has
+  // run, a handler that answers anything but its 101 makes Deno 2.9.6 close the whole
+  // server ("Upgrade response was not returned from callback"), not just this request.
+  // Deno refuses a field here exactly as it would in `append` below.
+  new Headers(extra);
   const { socket, response } = Deno.upgradeWebSocket(
     req,
     protocol === undefined || protocol === "" ? {} : { protocol },

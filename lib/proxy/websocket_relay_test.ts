@@ -11,6 +11,7 @@ import {
 } from "../../tests/support/proxy_harness.ts";
 import { headerValue, headerValues, latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
+import { relayWebSocket } from "./websocket_relay.ts";
 
 async function withProxy(
   fn: (backend: EchoBackend, proxy: ProxyHarness) => Promise<void>,
@@ -266,4 +267,62 @@ Deno.test("closeWebSockets() also closes a relay that starts afterwards", async 
     await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
     assertEquals(backend.requests[0]?.wsClose, { code: 4000, reason: "Draining" });
   });
+});
+
+Deno.test("relayWebSocket() refuses a 101 field Deno would refuse before upgrading, so the server keeps serving", async () => {
+  // Deno 2.9.6 closes the whole server when a handler that called Deno.upgradeWebSocket
+  // answers anything but its 101; every failure must come before the upgrade.
+  const key = "dGhlIHNhbXBsZSBub25jZQ==";
+  const accept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+  const backendSide = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const errors: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    if (req.headers.get("upgrade") !== "websocket") return new Response("still serving");
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: backendSide.addr.port });
+    const peer = await backendSide.accept();
+    peer.close();
+    try {
+      return relayWebSocket(req, {
+        status: 101,
+        statusText: "Switching Protocols",
+        headers: [
+          ["Upgrade", "websocket"],
+          ["Connection", "Upgrade"],
+          ["Sec-WebSocket-Accept", accept],
+          // Never from a real backend (the response parser refuses it), but any field Deno
+          // refuses must fail the same way.
+          ["X Bad", "1"],
+        ],
+        connectionTokens: ["upgrade"],
+        body: null,
+        done: Promise.resolve({ bytes: 0, complete: true }),
+        tunnel: { conn, initial: new Uint8Array(0) },
+      }, { idleTimeoutMs: 5_000, maxMessageBytes: 1024 }).response;
+    } catch (error) {
+      errors.push(String(error));
+      conn.close();
+      return new Response("bad gateway", { status: 502 });
+    }
+  });
+  try {
+    using conn = await RawConnection.open(server.addr.port);
+    await conn.send(
+      "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+        `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
+    strictEqual((await conn.readResponse()).status, 502);
+    strictEqual(errors.length, 1);
+    ok(errors[0]!.includes("X Bad"), errors[0]);
+    const after = await within(
+      5_000,
+      "a request after the refused upgrade",
+      fetch(
+        `http://127.0.0.1:${server.addr.port}/`,
+      ),
+    );
+    strictEqual(await after.text(), "still serving");
+  } finally {
+    backendSide.close();
+    await server.shutdown();
+  }
 });
