@@ -312,7 +312,7 @@ Deno.test("relayWebSocket() refuses a 101 field Deno would refuse before upgradi
     );
     strictEqual((await conn.readResponse()).status, 502);
     strictEqual(errors.length, 1);
-    ok(errors[0]!.includes("X Bad"), errors[0]);
+    ok(errors[0]!.includes("X Bad"), errors[0]!);
     const after = await within(
       5_000,
       "a request after the refused upgrade",

@@ -135,6 +135,11 @@ export class RelayServer {
     };
   }
 
+  /** Resolves when the inner HTTP server has stopped serving (see `Listener.closed`). */
+  get closed(): Promise<void> {
+    return this.#inner.finished.catch(() => {});
+  }
+
   /** The inner HTTP server's loopback address (for tests). */
   get innerAddr(): Deno.NetAddr {
     return this.#inner.addr;

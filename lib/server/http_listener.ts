@@ -96,6 +96,7 @@ export function listenHttp(handler: RequestHandler, options: HttpListenerOptions
 class HttpListener implements Listener {
   readonly addr: Deno.NetAddr;
   readonly finished: Promise<void>;
+  readonly closed: Promise<void>;
   #server: Deno.HttpServer<Deno.NetAddr>;
   #shutdown: Promise<ShutdownResult> | undefined;
 
@@ -134,6 +135,7 @@ class HttpListener implements Listener {
     localPort = this.addr.port;
     fallbackAuthority = `localhost:${localPort}`;
     this.finished = this.#server.finished.catch(() => {});
+    this.closed = this.finished;
   }
 
   shutdown(options: ShutdownOptions = {}): Promise<ShutdownResult> {
@@ -195,6 +197,10 @@ class RelayingHttpListener implements Listener {
     this.addr = listener.addr;
     localPort = this.addr.port;
     this.finished = new Promise((resolve) => this.#resolveFinished = resolve);
+  }
+
+  get closed(): Promise<void> {
+    return this.#server.closed;
   }
 
   shutdown(options: ShutdownOptions = {}): Promise<ShutdownResult> {

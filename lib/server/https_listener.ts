@@ -222,6 +222,10 @@ export class HttpsListener implements Listener {
     };
   }
 
+  get closed(): Promise<void> {
+    return this.#server.closed;
+  }
+
   /** The inner HTTP server's loopback address (for tests). */
   get innerAddr(): Deno.NetAddr {
     return this.#server.innerAddr;

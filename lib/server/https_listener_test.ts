@@ -562,3 +562,35 @@ function lineSplitter(): TransformStream<string, string> {
     },
   });
 }
+
+Deno.test("listenHttps() reports `closed` when Deno closes its inner server on its own, and at shutdown", async () => {
+  // Deno 2.9.6 closes the whole server when an upgraded handler answers anything but its 101.
+  const handler: RequestHandler = (req) => {
+    if (req.headers.get("upgrade") !== "websocket") return new Response("ok");
+    Deno.upgradeWebSocket(req);
+    return new Response("no", { status: 502 });
+  };
+  await withListener({ handler }, async (listener, port) => {
+    let closed = false;
+    void listener.closed.then(() => closed = true);
+    assertEquals(
+      (await httpsGet(port, "/", { serverName: "a.test", caCerts: [certA.certPem] }))
+        .status,
+      200,
+    );
+    assertEquals(closed, false);
+    const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
+    const conn = await Deno.startTls(tcp, { hostname: "a.test", caCerts: [certA.certPem] });
+    try {
+      await conn.write(
+        new TextEncoder().encode(
+          "GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        ),
+      );
+      await within(5_000, "`closed`", listener.closed);
+    } finally {
+      conn.close();
+    }
+  });
+});

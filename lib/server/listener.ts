@@ -80,6 +80,13 @@ export interface Listener {
   shutdown(options?: ShutdownOptions): Promise<ShutdownResult>;
   /** Resolves once the listener is shut down and every connection is closed (possibly after `shutdown()` resolved). */
   readonly finished: Promise<void>;
+  /**
+   * Resolves when the HTTP server behind the listener has stopped serving, for
+   * any reason: after `shutdown()`, or when Deno closed it on its own (Deno
+   * 2.9.6 does so when a handler that upgraded a request answers anything but
+   * its 101). Outside a shutdown it means the listener no longer serves.
+   */
+  readonly closed: Promise<void>;
 }
 
 /** `host:port`, with an IPv6 address in brackets (`[::]:8080`), for messages. */

@@ -41,6 +41,10 @@ if (IN_WORKER) {
         case "/close":
           setTimeout(() => self.close(), 0);
           return new Response("closing");
+        case "/upgrade-then-502":
+          // Deno 2.9.6 closes the whole server when an upgraded handler answers this.
+          Deno.upgradeWebSocket(req);
+          return new Response("no", { status: 502 });
         case "/hang":
           // In flight until the worker goes away.
           hanging++;
@@ -156,6 +160,28 @@ if (!IN_WORKER) {
       await waitFor("the port to be served", async () => await get(port, "/") === 200);
       for (let i = 0; i < 20; i++) assertEquals(await get(port, "/"), 200, `request ${i}`);
       assertEquals(pool.size, 1);
+    });
+  });
+
+  // Was a bug: a listener whose server Deno closed on its own (here: an upgraded handler
+  // answering 502) left its worker counted alive, so the pod stayed ready and live while its
+  // port refused every connection.
+  Deno.test("a worker whose listener's server Deno closed on its own is counted gone", async () => {
+    await withPool(1, async (pool, port) => {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      try {
+        await conn.write(
+          new TextEncoder().encode(
+            "GET /upgrade-then-502 HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n" +
+              "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+              "Sec-WebSocket-Version: 13\r\n\r\n",
+          ),
+        );
+        await waitFor("the pool to count the worker gone", () => pool.size === 0);
+      } finally {
+        conn.close();
+      }
+      await waitFor("the port to refuse connections", () => refuses(port));
     });
   });
 

@@ -205,6 +205,18 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       listeners.push({ name: "https", listener: https });
       httpsPort = https.addr.port;
     }
+    for (const { name, listener } of listeners) {
+      void listener.closed.then(() => {
+        if (draining) return;
+        // Deno closed the server on its own: this worker no longer serves its share of the
+        // port. Failing makes the pool count it lost, so the pod turns unready and not live
+        // and the kubelet restarts it, instead of a "ready" pod refusing connections.
+        const text = `Cannot serve: the ${name.toUpperCase()} listener's server closed on its own`;
+        logger().error(text);
+        scope.postMessage({ type: "failed", worker, message: text });
+        scope.close();
+      });
+    }
     scope.postMessage({ type: "listening", worker, httpPort, httpsPort });
     scope.postMessage({ type: "applied", worker, version: message.snapshot.version });
   };
