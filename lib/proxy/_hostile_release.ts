@@ -28,7 +28,7 @@ import {
   createProxyHandler,
   type ProxyHandlerOptions,
 } from "./proxy_handler.ts";
-import { encodeHeaderBlock, frame as h2Frame } from "../server/_hostile_h2.ts";
+import { encodeHeaderBlock, frame as h2Frame, readFrames } from "../server/_hostile_h2.ts";
 import { listenHttps } from "../server/https_listener.ts";
 import { listenHttp } from "../server/http_listener.ts";
 import type { Listener } from "../server/listener.ts";
@@ -436,7 +436,6 @@ export interface StarvedStream {
 /** A raw h2 connection whose stream windows start at `initialWindow`; `close()` it. */
 export class StarvedH2 {
   #conn: Deno.Conn;
-  #buf = new Uint8Array(0);
   #nextId = 1;
   #streams = new Map<number, StarvedStream>();
   #writing: Promise<void> = Promise.resolve();
@@ -557,26 +556,11 @@ export class StarvedH2 {
   }
 
   async #readLoop(): Promise<void> {
-    const chunk = new Uint8Array(64 * 1024);
     try {
-      for (;;) {
-        const n = await this.#conn.read(chunk);
-        if (n === null) break;
-        this.#buf = this.#buf.length === 0
-          ? chunk.slice(0, n)
-          : concatBytes([this.#buf, chunk.subarray(0, n)]);
-        while (this.#buf.length >= 9) {
-          const length = (this.#buf[0]! << 16) | (this.#buf[1]! << 8) | this.#buf[2]!;
-          if (this.#buf.length < 9 + length) break;
-          const type = this.#buf[3]!;
-          const flags = this.#buf[4]!;
-          const id = new DataView(this.#buf.buffer, this.#buf.byteOffset + 5, 4).getUint32(0) &
-            0x7fffffff;
-          const payload = this.#buf.subarray(9, 9 + length);
-          this.#buf = this.#buf.subarray(9 + length);
-          await this.#onFrame(type, flags, id, payload);
-        }
-      }
+      await readFrames(
+        this.#conn,
+        (type, flags, id, payload) => this.#onFrame(type, flags, id, payload),
+      );
     } catch {
       // Closed by close() or by the peer.
     } finally {

@@ -99,7 +99,6 @@ export class RawH2 {
   #conn: Deno.Conn;
   #streams = new Map<number, H2Stream>();
   #nextId = 1;
-  #buf = new Uint8Array(0);
   #hpack = new HpackDecoder();
   #headerBlock: { id: number; flags: number; parts: Uint8Array[] } | undefined;
   #changed: (() => void)[] = [];
@@ -292,27 +291,12 @@ export class RawH2 {
   }
 
   async #readLoop(): Promise<void> {
-    const chunk = new Uint8Array(64 * 1024);
     try {
-      while (true) {
-        const n = await this.#conn.read(chunk);
-        if (n === null) break;
-        this.#buf = this.#buf.length === 0
-          ? chunk.slice(0, n)
-          : concatBytes([this.#buf, chunk.subarray(0, n)]);
-        while (this.#buf.length >= 9) {
-          const length = (this.#buf[0]! << 16) | (this.#buf[1]! << 8) | this.#buf[2]!;
-          if (this.#buf.length < 9 + length) break;
-          const type = this.#buf[3]!;
-          const flags = this.#buf[4]!;
-          const id = new DataView(this.#buf.buffer, this.#buf.byteOffset + 5, 4).getUint32(0) &
-            0x7fffffff;
-          const payload = this.#buf.slice(9, 9 + length);
-          this.#buf = this.#buf.subarray(9 + length);
-          await this.#onFrame(type, flags, id, payload);
-        }
-        this.#notify();
-      }
+      await readFrames(
+        this.#conn,
+        (type, flags, id, payload) => this.#onFrame(type, flags, id, payload),
+        () => this.#notify(),
+      );
     } catch {
       // Closed by close() or reset by the peer.
     } finally {
@@ -387,6 +371,35 @@ export class RawH2 {
     if (stream === undefined) return;
     stream.heads.push(fields);
     if (block.flags & END_STREAM) stream.ended = true;
+  }
+}
+
+/**
+ * Reads HTTP/2 frames from `conn` until it ends, calling `onFrame` with a copy of
+ * each payload (awaited, in order) and `afterRead` after each read's frames.
+ * Rejects when the read fails (a reset).
+ */
+export async function readFrames(
+  conn: Deno.Conn,
+  onFrame: (type: number, flags: number, id: number, payload: Uint8Array) => Promise<void>,
+  afterRead?: () => void,
+): Promise<void> {
+  const chunk = new Uint8Array(64 * 1024);
+  let buf = new Uint8Array(0);
+  while (true) {
+    const n = await conn.read(chunk);
+    if (n === null) return;
+    buf = buf.length === 0 ? chunk.slice(0, n) : concatBytes([buf, chunk.subarray(0, n)]);
+    while (buf.length >= 9) {
+      const length = (buf[0]! << 16) | (buf[1]! << 8) | buf[2]!;
+      if (buf.length < 9 + length) break;
+      const id = new DataView(buf.buffer, buf.byteOffset + 5, 4).getUint32(0) & 0x7fffffff;
+      const payload = buf.slice(9, 9 + length);
+      const [type, flags] = [buf[3]!, buf[4]!];
+      buf = buf.subarray(9 + length);
+      await onFrame(type, flags, id, payload);
+    }
+    afterRead?.();
   }
 }
 
