@@ -57,6 +57,8 @@ const SKIP_101 = new Set([
 const BACKPRESSURE_BYTES = 4 * 1024 * 1024;
 const MAX_QUEUED_TO_BACKEND = 64 * 1024 * 1024;
 const CLOSE_GRACE_MS = 5_000;
+/** How long an upgraded client socket may take to open (its 101 sent) before the relay gives up. */
+const OPEN_TIMEOUT_MS = 5_000;
 /** How long the relay's last frames (a close reply) may take to reach the backend. */
 const FINAL_FLUSH_MS = 1_000;
 
@@ -131,8 +133,9 @@ export function webSocketHandshakeProblem(
  * @returns the 101 response to return from the handler, and the relay.
  * @throws {TypeError} when the backend's 101 is not a valid answer to the
  *   client's handshake (no `Upgrade: websocket`, a wrong `Sec-WebSocket-Accept`,
- *   an extension nobody offered, two subprotocols) or Deno refuses the upgrade (a subprotocol the
- *   client did not offer); the caller answers 502.
+ *   an extension nobody offered, two subprotocols or one the client did not
+ *   offer, a field Deno refuses); the caller answers 502. It never throws
+ *   after the upgrade.
  */
 export function relayWebSocket(
   req: Request,
@@ -166,15 +169,21 @@ export function relayWebSocket(
   if (accept !== expectedAccept(req.headers.get("sec-websocket-key") ?? "")) {
     throw new TypeError("Cannot accept 101: Sec-WebSocket-Accept does not match the key sent");
   }
+  // The subprotocol is checked here, not by Deno: `upgradeWebSocket({ protocol })` splits
+  // the client's offer on ", " exactly, so an offer of "chat,superchat" (RFC 6455 allows
+  // it; Node's `ws` sends it) would refuse "chat".
+  if (protocol !== undefined && protocol !== "") {
+    if (!offeredProtocols(req.headers.get("sec-websocket-protocol")).includes(protocol)) {
+      throw new TypeError(`Cannot accept 101: subprotocol "${protocol}" was never offered`);
+    }
+    extra.unshift(["Sec-WebSocket-Protocol", protocol]);
+  }
   // Every check that can fail comes before the upgrade: once `Deno.upgradeWebSocket` has
   // run, a handler that answers anything but its 101 makes Deno 2.9.6 close the whole
   // server ("Upgrade response was not returned from callback"), not just this request.
   // Deno refuses a field here exactly as it would in `append` below.
   new Headers(extra);
-  const { socket, response } = Deno.upgradeWebSocket(
-    req,
-    protocol === undefined || protocol === "" ? {} : { protocol },
-  );
+  const { socket, response } = Deno.upgradeWebSocket(req);
   for (const [name, value] of extra) response.headers.append(name, value);
   const relay = new Relay(socket, upstream.tunnel.conn, options);
   relay.start(upstream.tunnel.initial);
@@ -182,6 +191,12 @@ export function relayWebSocket(
 }
 
 const WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/** The subprotocols a client offered (`Sec-WebSocket-Protocol`, comma-separated, OWS trimmed). */
+function offeredProtocols(field: string | null): string[] {
+  if (field === null) return [];
+  return field.split(",").map((token) => token.replace(/^[ \t]+|[ \t]+$/g, ""));
+}
 
 /** The `Sec-WebSocket-Accept` a backend must answer to `key` (RFC 6455 section 4.2.2). */
 function expectedAccept(key: string): string {
@@ -207,6 +222,7 @@ class Relay implements WebSocketRelay {
   #lastActivity = performance.now();
   #idleTimer: ReturnType<typeof setInterval> | undefined;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  #openTimer: ReturnType<typeof setTimeout> | undefined;
   #toBackend = 0;
   #toClient = 0;
   #clientCode = 1006;
@@ -242,7 +258,19 @@ class Relay implements WebSocketRelay {
   start(initial: Uint8Array): void {
     const socket = this.#socket;
     socket.binaryType = "arraybuffer";
+    // Deno 2.9.6 fires no event at all on an upgraded socket whose client left before the
+    // 101 went out: give up on one that does not open in time, rather than hold the backend
+    // (and the session count) until the idle timeout.
+    this.#openTimer = setTimeout(() => {
+      this.#openTimer = undefined;
+      if (this.#finished) return;
+      this.#reason = "client";
+      this.#sendCloseToBackend(1001, "");
+      this.#finish();
+    }, OPEN_TIMEOUT_MS);
     socket.onopen = () => {
+      clearTimeout(this.#openTimer);
+      this.#openTimer = undefined;
       this.#readBackend(initial);
       if (this.#closeOnOpen !== undefined) {
         this.#closeClient(this.#closeOnOpen.code, this.#closeOnOpen.reason);
@@ -461,6 +489,8 @@ class Relay implements WebSocketRelay {
     this.#idleTimer = undefined;
     if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
     this.#graceTimer = undefined;
+    if (this.#openTimer !== undefined) clearTimeout(this.#openTimer);
+    this.#openTimer = undefined;
     // Let queued frames (a close reply) go out before closing the socket, but not for longer
     // than FINAL_FLUSH_MS: a backend that stopped reading would keep its socket (and the
     // queue) for ever.
