@@ -56,6 +56,14 @@ async function accept101(conn: ScriptedConn, head: string, fields: readonly stri
   );
 }
 
+/** A backend that accepts `/ws` with a correct 101, then closes. */
+const ACCEPT_WS: Record<string, Answer> = {
+  "/ws": async (conn, head) => {
+    await accept101(conn, head);
+    return "close";
+  },
+};
+
 const OK = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nok\n";
 
 interface World {
@@ -294,13 +302,7 @@ Deno.test("a backend 101 to a WebSocket request that switches to another protoco
 Deno.test("a WebSocket upgrade whose Upgrade or Connection token only Sluice reads as such is answered 101 or 502, and the listeners keep serving", async () => {
   // Sluice trims any whitespace around a token; Deno's own check skips only SP and HTAB, so
   // Deno.upgradeWebSocket refuses these (before upgrading: the handler may still answer 502).
-  const answers: Record<string, Answer> = {
-    "/ws": async (conn, head) => {
-      await accept101(conn, head);
-      return "close";
-    },
-  };
-  await withWorld(answers, async (world) => {
+  await withWorld(ACCEPT_WS, async (world) => {
     for (const kind of KINDS) {
       for (
         const request of [
@@ -320,13 +322,7 @@ Deno.test("a WebSocket upgrade whose Upgrade or Connection token only Sluice rea
 });
 
 Deno.test("an HTTP/1.0 WebSocket upgrade leaves every listener serving", async () => {
-  const answers: Record<string, Answer> = {
-    "/ws": async (conn, head) => {
-      await accept101(conn, head);
-      return "close";
-    },
-  };
-  await withWorld(answers, async (world) => {
+  await withWorld(ACCEPT_WS, async (world) => {
     for (const kind of KINDS) {
       using conn = await world.open(kind);
       await conn.send(upgradeRequest("/ws", [], "1.0"));
@@ -546,13 +542,7 @@ Deno.test("subprotocols offered in two fields, or with odd characters, are negot
 Deno.test("an HTTP/2 request carrying a WebSocket key, answered 101 by the backend, gets 502 over h2 and h2c, and every listener keeps serving", async () => {
   // HTTP/2 forbids Upgrade and Connection (see hostile_h2_stream_test.ts): such a request is
   // never an upgrade, whatever else it carries.
-  const answers: Record<string, Answer> = {
-    "/ws": async (conn, head) => {
-      await accept101(conn, head);
-      return "close";
-    },
-  };
-  await withWorld(answers, async (world) => {
+  await withWorld(ACCEPT_WS, async (world) => {
     for (const kind of KINDS) {
       const h2 = await RawH2.open(
         kind === "https"
