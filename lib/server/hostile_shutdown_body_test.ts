@@ -75,6 +75,19 @@ function proxyTo(port: number): ProxyHandler {
   return createProxyHandler({ snapshot: () => snapshot });
 }
 
+/** A test's teardown: the client, the listener (bounded), the proxy, then the backend. */
+async function tearDown(
+  client: Deno.Conn,
+  listener: Listener,
+  proxy: ProxyHandler,
+  world: ReturnType<typeof stallingBackend>,
+): Promise<void> {
+  closeQuietly(client);
+  await listener.shutdown({ timeoutMs: 1_000 });
+  proxy.close();
+  await world.backend.close();
+}
+
 type Kind = "http" | "http-relayed" | "https";
 const KINDS: Kind[] = ["http", "http-relayed", "https"];
 
@@ -145,10 +158,7 @@ for (const kind of KINDS) {
       assertEquals((await within(PROMPT_MS, "shutdown", stopped)).graceful, true);
       await within(PROMPT_MS, "the listener to finish", listener.finished);
     } finally {
-      closeQuietly(client);
-      await listener.shutdown({ timeoutMs: 1_000 });
-      proxy.close();
-      await world.backend.close();
+      await tearDown(client, listener, proxy, world);
     }
   });
 }
@@ -241,10 +251,7 @@ for (const kind of KINDS) {
       });
       assertEquals((await within(PROMPT_MS, "shutdown", stopped)).graceful, true);
     } finally {
-      closeQuietly(client);
-      await listener.shutdown({ timeoutMs: 1_000 });
-      proxy.close();
-      await world.backend.close();
+      await tearDown(client, listener, proxy, world);
     }
   });
 }
@@ -266,10 +273,7 @@ for (const kind of KINDS) {
       assertEquals(proxy.pool.stats().active, 0);
     } finally {
       world.answer();
-      closeQuietly(client);
-      await listener.shutdown({ timeoutMs: 1_000 });
-      proxy.close();
-      await world.backend.close();
+      await tearDown(client, listener, proxy, world);
     }
   });
 }
@@ -296,10 +300,7 @@ Deno.test("a stalled body in flight across an HTTPS rotation: the client leaving
     });
     assertEquals(listener.stats.requests, 0);
   } finally {
-    closeQuietly(client);
-    await listener.shutdown({ timeoutMs: 1_000 });
-    proxy.close();
-    await world.backend.close();
+    await tearDown(client, listener, proxy, world);
   }
 });
 
