@@ -75,6 +75,15 @@ function proxyTo(port: number): ProxyHandler {
   return createProxyHandler({ snapshot: () => snapshot });
 }
 
+/** A test's world: a stalling backend, the proxy to it, a listener of `kind` and a client of it. */
+async function setUp(kind: Kind) {
+  const world = stallingBackend();
+  const proxy = proxyTo(world.backend.port);
+  const listener = listen(kind, proxy);
+  const client = await openClient(kind, listener.addr.port);
+  return { world, proxy, listener, client };
+}
+
 /** A test's teardown: the client, the listener (bounded), the proxy, then the backend. */
 async function tearDown(
   client: Deno.Conn,
@@ -224,10 +233,7 @@ for (const kind of KINDS) {
 
 for (const kind of KINDS) {
   Deno.test(`a handler still waiting for the backend's head at shutdown relays the late head, and the backend is closed when the client leaves (${kind})`, async () => {
-    const world = stallingBackend();
-    const proxy = proxyTo(world.backend.port);
-    const listener = listen(kind, proxy);
-    const client = await openClient(kind, listener.addr.port);
+    const { world, proxy, listener, client } = await setUp(kind);
     try {
       await send(client, GET);
       await within(PROMPT_MS, "the request at the backend", world.requested);
@@ -258,10 +264,7 @@ for (const kind of KINDS) {
 
 for (const kind of KINDS) {
   Deno.test(`a client leaving while its handler waits for the backend's head at shutdown closes the backend connection before any head (${kind})`, async () => {
-    const world = stallingBackend();
-    const proxy = proxyTo(world.backend.port);
-    const listener = listen(kind, proxy);
-    const client = await openClient(kind, listener.addr.port);
+    const { world, proxy, listener, client } = await setUp(kind);
     try {
       await send(client, GET);
       await within(PROMPT_MS, "the request at the backend", world.requested);
