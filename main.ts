@@ -1,6 +1,7 @@
 /**
  * Sluice's entry point: parses the command line, configures logging, starts
- * Sluice, and shuts it down gracefully on SIGTERM or SIGINT. Wiring only.
+ * Sluice, and shuts it down gracefully on SIGTERM or SIGINT (SIGHUP is logged and ignored).
+ * Wiring only.
  *
  * @module
  */
@@ -61,6 +62,15 @@ const onSignal = (signal: Deno.Signal) => {
 };
 Deno.addSignalListener("SIGTERM", () => onSignal("SIGTERM"));
 Deno.addSignalListener("SIGINT", () => onSignal("SIGINT"));
+// nginx reloads on SIGHUP, so an operator may send it out of habit: by default it would end the
+// process at once, with no drain. There is nothing to reload (routes follow the cluster live;
+// flags need a restart), so say so and carry on.
+Deno.addSignalListener("SIGHUP", () => {
+  logger.warn(
+    "Received {signal}: ignored, nothing to reload (routes follow the cluster as it changes; flags take a restart)",
+    { signal: "SIGHUP" },
+  );
+});
 
 try {
   const started = await startSluice(config, { env: Deno.env.toObject() });

@@ -84,3 +84,43 @@ Deno.test("SIGTERM under load: not ready at once, keeps serving, fails no starte
     await dir.remove();
   }
 });
+
+Deno.test("SIGHUP is logged and ignored: Sluice keeps serving and stays ready, and SIGTERM still drains and exits 0", async () => {
+  const backend = await startEchoBackend({ name: "web" });
+  const dir = await writeManifestDir([
+    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
+  ]);
+  const sluice = await spawnSluice([
+    `--manifests=${dir.path}`,
+    "--workers=1",
+    "--shutdown-delay=0s",
+  ]);
+  using client = Deno.createHttpClient({ allowHost: true });
+  const get = async () => {
+    const r = await fetch(`http://127.0.0.1:${sluice.httpPort}/`, {
+      headers: { host: "shop.test" },
+      client,
+    });
+    await r.arrayBuffer();
+    return r.status;
+  };
+  try {
+    await sluice.ready();
+    assertEquals(await get(), 200);
+    let exited = false;
+    void sluice.exited.then(() => exited = true);
+    Deno.kill(sluice.pid, "SIGHUP");
+    await waitFor(
+      "the SIGHUP log line",
+      () => sluice.records().some((r) => String(r.message ?? "").includes("SIGHUP")),
+    );
+    assertEquals(exited, false);
+    assertEquals(await get(), 200);
+    await sluice.ready(5_000);
+    assertEquals(await within(20_000, "the exit after SIGTERM", sluice.stop("SIGTERM")), 0);
+  } finally {
+    await sluice.stop("SIGKILL");
+    await backend.close();
+    await dir.remove();
+  }
+});
