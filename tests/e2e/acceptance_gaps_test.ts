@@ -12,7 +12,7 @@ import { createHash } from "node:crypto";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { startEchoBackend } from "../support/echo_backend.ts";
-import { writeManifestDir } from "../support/manifest_dir.ts";
+import { echoSite, writeManifestDir } from "../support/manifest_dir.ts";
 import { headerValue, headerValues, RawConnection } from "../support/raw_http.ts";
 import { startScriptedBackend } from "../support/scripted_backend.ts";
 import { spawnSluice } from "../support/sluice_process.ts";
@@ -247,10 +247,8 @@ Deno.test("--hsts-max-age sets the HSTS a TLS host gets over HTTPS, --no-hsts re
 });
 
 Deno.test("--max-body-size and --trusted-proxy-cidrs reach the data plane of a 2-worker Sluice", async () => {
-  const backend = await startEchoBackend({ name: "shop/web" });
-  const dir = await writeManifestDir([
-    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
-  ]);
+  const site = await echoSite({ name: "shop/web" });
+  const { backend, dir } = site;
   const sluice = await spawnSluice([
     `--manifests=${dir.path}`,
     "--workers=2",
@@ -286,8 +284,7 @@ Deno.test("--max-body-size and --trusted-proxy-cidrs reach the data plane of a 2
     assertEquals(backend.requests.filter((r) => r.bodyLength > 1024), []);
   } finally {
     await sluice.stop("SIGKILL");
-    await backend.close();
-    await dir.remove();
+    await site.close();
   }
 });
 

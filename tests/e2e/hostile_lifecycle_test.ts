@@ -27,8 +27,7 @@ import {
   spawnSluice,
   startFlags,
 } from "../support/sluice_process.ts";
-import { startEchoBackend } from "../support/echo_backend.ts";
-import { siteYaml, writeManifestDir } from "../support/manifest_dir.ts";
+import { echoSite, siteYaml } from "../support/manifest_dir.ts";
 import { waitFor, within } from "../support/wait.ts";
 import {
   lifecycleRecords,
@@ -426,10 +425,8 @@ Deno.test({
   name:
     "a standard error nobody reads any more does not kill Sluice: SIGTERM still drains and exits 0",
   fn: async () => {
-    const backend = await startEchoBackend({ name: "web" });
-    const dir = await writeManifestDir([
-      { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
-    ]);
+    const site = await echoSite({ name: "web" });
+    const { backend, dir } = site;
     const [httpPort, httpsPort, healthPort] = freePorts(3) as [number, number, number];
     const child = new Deno.Command(Deno.execPath(), {
       args: [
@@ -475,8 +472,7 @@ Deno.test({
         // Exited.
       }
       await child.status;
-      await backend.close();
-      await dir.remove();
+      await site.close();
     }
   },
 });

@@ -15,7 +15,7 @@ import { INGRESSES, SECRETS } from "../../lib/k8s/resources.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { startEchoBackend } from "../support/echo_backend.ts";
 import { adminClient, freshNamespace, testKubeconfig } from "../support/kube.ts";
-import { writeManifestDir } from "../support/manifest_dir.ts";
+import { echoSite, writeManifestDir } from "../support/manifest_dir.ts";
 import { spawnSluice } from "../support/sluice_process.ts";
 import { waitFor } from "../support/wait.ts";
 
@@ -97,10 +97,8 @@ Deno.test("logs are JSON lines with an access line per request and no key, certi
 });
 
 Deno.test("--log-format pretty writes readable lines and --access-log=false writes no access line", async () => {
-  const backend = await startEchoBackend({ name: "web" });
-  const dir = await writeManifestDir([
-    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
-  ]);
+  const site = await echoSite({ name: "web" });
+  const { dir } = site;
   const sluice = await spawnSluice([
     `--manifests=${dir.path}`,
     "--workers=1",
@@ -119,8 +117,7 @@ Deno.test("--log-format pretty writes readable lines and --access-log=false writ
     await r.body?.cancel();
   } finally {
     assertEquals(await sluice.stop(), 0);
-    await backend.close();
-    await dir.remove();
+    await site.close();
   }
   assertEquals(sluice.records(), [], "no JSON lines");
   assert(sluice.logs.some((l) => /\bINF\b|\binfo\b/i.test(l) && l.includes("Ready")), "readable");

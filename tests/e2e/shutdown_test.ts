@@ -8,16 +8,13 @@
  * @module
  */
 import { assert, assertEquals } from "../support/assert.ts";
-import { startEchoBackend } from "../support/echo_backend.ts";
-import { writeManifestDir } from "../support/manifest_dir.ts";
+import { echoSite } from "../support/manifest_dir.ts";
 import { spawnSluice } from "../support/sluice_process.ts";
 import { waitFor, within } from "../support/wait.ts";
 
 Deno.test("SIGTERM under load: not ready at once, keeps serving, fails no started request, exits 0", async () => {
-  const backend = await startEchoBackend({ name: "web" });
-  const dir = await writeManifestDir([
-    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
-  ]);
+  const site = await echoSite({ name: "web" });
+  const { dir } = site;
   const delayMs = 1_500;
   const timeoutMs = 10_000;
   const sluice = await spawnSluice([
@@ -80,16 +77,13 @@ Deno.test("SIGTERM under load: not ready at once, keeps serving, fails no starte
   } finally {
     issuing = false;
     await sluice.stop();
-    await backend.close();
-    await dir.remove();
+    await site.close();
   }
 });
 
 Deno.test("SIGHUP is logged and ignored: Sluice keeps serving and stays ready, and SIGTERM still drains and exits 0", async () => {
-  const backend = await startEchoBackend({ name: "web" });
-  const dir = await writeManifestDir([
-    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
-  ]);
+  const site = await echoSite({ name: "web" });
+  const { dir } = site;
   const sluice = await spawnSluice([
     `--manifests=${dir.path}`,
     "--workers=1",
@@ -120,7 +114,6 @@ Deno.test("SIGHUP is logged and ignored: Sluice keeps serving and stays ready, a
     assertEquals(await within(20_000, "the exit after SIGTERM", sluice.stop("SIGTERM")), 0);
   } finally {
     await sluice.stop("SIGKILL");
-    await backend.close();
-    await dir.remove();
+    await site.close();
   }
 });

@@ -7,6 +7,7 @@
  * @module
  */
 import { join } from "node:path";
+import { type EchoBackend, startEchoBackend } from "./echo_backend.ts";
 
 /** One host served by one backend. */
 export interface ManifestSite {
@@ -105,4 +106,27 @@ spec:
     await Deno.writeTextFile(join(path, `${site.namespace}_${site.name}.yaml`), siteYaml(site));
   }
   return { path, remove: () => Deno.remove(path, { recursive: true }) };
+}
+
+/** An echo backend behind one site in a fresh directory; `close()` stops the one and removes the other. */
+export interface EchoSite {
+  readonly backend: EchoBackend;
+  readonly dir: ManifestDir;
+  close(): Promise<void>;
+}
+
+/** {@linkcode EchoSite}: the Ingress `shop/web` at `shop.test`, its echo backend named `name` (default `web`). */
+export async function echoSite(options: { readonly name?: string } = {}): Promise<EchoSite> {
+  const backend = await startEchoBackend({ name: options.name ?? "web" });
+  const dir = await writeManifestDir([
+    { namespace: "shop", name: "web", host: "shop.test", port: backend.port },
+  ]);
+  return {
+    backend,
+    dir,
+    async close() {
+      await backend.close();
+      await dir.remove();
+    },
+  };
 }
