@@ -148,11 +148,8 @@ const GET = "GET /stream HTTP/1.1\r\nHost: a.test\r\n\r\n";
 
 for (const kind of KINDS) {
   Deno.test(`a stalled streamed body in flight at shutdown: the backend connection closes as soon as the client leaves, and shutdown then finishes (${kind})`, async () => {
-    const world = stallingBackend();
+    const { world, proxy, listener, client } = await setUp(kind);
     world.answer();
-    const proxy = proxyTo(world.backend.port);
-    const listener = listen(kind, proxy);
-    const client = await openClient(kind, listener.addr.port);
     try {
       await send(client, GET);
       assert(/^HTTP\/1\.1 200/.test(await readUntil(client, "hello")));
@@ -206,11 +203,8 @@ for (const kind of ["http", "http-relayed"] as const) {
 
 for (const kind of KINDS) {
   Deno.test(`a client holding a stalled body past the shutdown timeout is reported, and closing the proxy (as the worker does next) closes the backend connection and ends the response (${kind})`, async () => {
-    const world = stallingBackend();
+    const { world, proxy, listener, client } = await setUp(kind);
     world.answer();
-    const proxy = proxyTo(world.backend.port);
-    const listener = listen(kind, proxy);
-    const client = await openClient(kind, listener.addr.port);
     try {
       await send(client, GET);
       await readUntil(client, "hello");
