@@ -349,7 +349,8 @@ export function parseContentLength(value: string): number | undefined {
   return result;
 }
 
-function trimOws(text: string): string {
+/** `text` without leading and trailing optional whitespace (SP, HTAB; RFC 9110 section 5.6.3). */
+export function trimOws(text: string): string {
   let start = 0;
   let end = text.length;
   while (start < end && isOws(text.charCodeAt(start))) start++;

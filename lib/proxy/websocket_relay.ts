@@ -21,6 +21,7 @@
  */
 
 import { createHash } from "node:crypto";
+import { trimOws } from "./_http1.ts";
 import { hasToken } from "./forwarded_headers.ts";
 import type { UpstreamResponse } from "./upstream_client.ts";
 import {
@@ -195,7 +196,7 @@ const WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /** The subprotocols a client offered (`Sec-WebSocket-Protocol`, comma-separated, OWS trimmed). */
 function offeredProtocols(field: string | null): string[] {
   if (field === null) return [];
-  return field.split(",").map((token) => token.replace(/^[ \t]+|[ \t]+$/g, ""));
+  return field.split(",").map(trimOws);
 }
 
 /** The `Sec-WebSocket-Accept` a backend must answer to `key` (RFC 6455 section 4.2.2). */

@@ -96,7 +96,6 @@ export function listenHttp(handler: RequestHandler, options: HttpListenerOptions
 class HttpListener implements Listener {
   readonly addr: Deno.NetAddr;
   readonly finished: Promise<void>;
-  readonly closed: Promise<void>;
   #server: Deno.HttpServer<Deno.NetAddr>;
   #shutdown: Promise<ShutdownResult> | undefined;
 
@@ -135,7 +134,10 @@ class HttpListener implements Listener {
     localPort = this.addr.port;
     fallbackAuthority = `localhost:${localPort}`;
     this.finished = this.#server.finished.catch(() => {});
-    this.closed = this.finished;
+  }
+
+  get closed(): Promise<void> {
+    return this.finished;
   }
 
   shutdown(options: ShutdownOptions = {}): Promise<ShutdownResult> {
