@@ -439,7 +439,6 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     let body: Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array> | null = null;
     let streamLength: number | undefined;
     const reqBody = upgrade ? null : req.body;
-    const signal = req.signal;
     try {
       if (reqBody !== null) {
         if (declaredLength !== undefined && declaredLength <= BUFFER_BODY_BYTES) {
@@ -469,6 +468,11 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       return plain(400);
     }
 
+    // A request over HTTP/1.x (see below) that streams no body and upgrades nothing gets its
+    // client's signal read only if its exchange turns out slow: Deno.serve pays an async op for
+    // each request whose signal is read. HTTP/2 clients reset streams: theirs is read at once.
+    const lazySignal = !upgrade && !(body instanceof ReadableStream) && hostHeader !== undefined;
+    const signal = lazySignal ? undefined : req.signal;
     const request: UpstreamRequest = {
       method,
       // The path routed on (dot segments resolved, slashes merged), not the one received: a
@@ -479,6 +483,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       contentLength: streamLength,
       maxBodyBytes,
       signal,
+      clientSignal: lazySignal ? () => req.signal : undefined,
       upgrade,
       releaseBodyChunks,
       // A heuristic for HTTP/2 (Deno does not say which protocol a request came over): h2

@@ -22,6 +22,7 @@ import {
 import { assertRejects } from "../../tests/support/assert.ts";
 import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { type AccessLogEntry, createProxyHandler } from "./proxy_handler.ts";
+import { UpstreamPool } from "./upstream_pool.ts";
 import { gunzipSync } from "node:zlib";
 
 const HOST = "shop.example.com";
@@ -311,6 +312,23 @@ Deno.test("proxy aborts the upstream request when the client leaves while waitin
     await backend.waitFor(() => backend.connectionsOpen === 0);
     await waitUntil(() => proxy.accessLog.length === 1);
     strictEqual(proxy.accessLog[0]?.error, "aborted");
+  });
+});
+
+Deno.test("proxy aborts the upstream request when the client leaves while a pooled connection waits", async () => {
+  await withProxy(async ({ proxy, backend }) => {
+    // A first request leaves a pooled connection: the second takes it without connecting, so
+    // its client is watched only once the backend is slow to answer.
+    strictEqual((await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`)).status, 200);
+    await backend.waitFor(() => backend.connectionsOpen === 1);
+    const conn = await RawConnection.open(proxy.port);
+    await conn.send(`GET /?delay=60000 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
+    await backend.waitFor(() => backend.requests.length === 2);
+    strictEqual(backend.connectionsOpen, 1, "the slow request took the pooled connection");
+    conn.close();
+    await backend.waitFor(() => backend.connectionsOpen === 0);
+    await waitUntil(() => proxy.accessLog.length === 2);
+    strictEqual(proxy.accessLog[1]?.error, "aborted");
   });
 });
 
@@ -730,6 +748,76 @@ Deno.test("proxy releases streamed response chunks by default (its responses are
       }
     }
   } finally {
+    await backend.close();
+  }
+});
+
+Deno.test("proxy reads the client's signal at once only where a fast exchange needs it: HTTP/2 requests and streamed uploads", async () => {
+  /** Counts reads of `signal` (Deno.serve starts a cancellation watch, an async op, on the first). */
+  class CountingRequest extends Request {
+    signalReads = 0;
+    override get signal(): AbortSignal {
+      this.signalReads++;
+      return super.signal;
+    }
+  }
+  const backend = await startEchoBackend();
+  const endpoints = [{ address: "127.0.0.1", port: backend.port }];
+  // A check interval no exchange on loopback comes near: "fast" is certain.
+  const pool = new UpstreamPool({ clientCheckMs: 60_000 });
+  const handler = createProxyHandler({
+    snapshot: () => staticSnapshot([{ host: HOST, endpoints }]),
+    pool,
+  });
+  const info = {
+    remoteAddr: { hostname: "127.0.0.1", port: 40000 },
+    secure: false,
+    localPort: 8080,
+  };
+  const url = `http://${HOST}/`;
+  const host = { Host: HOST };
+  const upload = () =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode("hello"));
+        controller.close();
+      },
+    });
+  const cases: [string, () => CountingRequest, boolean][] = [
+    ["HTTP/1.x GET", () => new CountingRequest(url, { headers: host }), false],
+    ["HTTP/1.x HEAD", () => new CountingRequest(url, { method: "HEAD", headers: host }), false],
+    [
+      "HTTP/1.x POST with a buffered body",
+      () =>
+        new CountingRequest(url, {
+          method: "POST",
+          headers: { ...host, "Content-Length": "5" },
+          body: "hello",
+        }),
+      false,
+    ],
+    ["HTTP/2 GET (no Host field)", () => new CountingRequest(url), true],
+    [
+      "HTTP/1.x POST streaming a body",
+      () => new CountingRequest(url, { method: "POST", headers: host, body: upload() }),
+      true,
+    ],
+  ];
+  try {
+    // The first exchange connects, and reads the signal to watch the connect.
+    const first = new CountingRequest(url, { headers: host });
+    await (await handler(first, info)).arrayBuffer();
+    strictEqual(first.signalReads, 1, "a request that opens a connection");
+    for (const [name, request, readsAtOnce] of cases) {
+      const req = request();
+      const response = await handler(req, info);
+      await response.arrayBuffer();
+      strictEqual(response.status, 200, name);
+      strictEqual(req.signalReads > 0, readsAtOnce, name);
+    }
+    strictEqual(pool.stats().connectsTotal, 1);
+  } finally {
+    handler.close();
     await backend.close();
   }
 });

@@ -53,6 +53,15 @@ export interface UpstreamRequest {
   readonly maxBodyBytes?: number | undefined;
   /** The client went away: fails the exchange with `aborted`, or ends the body stream, and closes the socket. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Instead of `signal`, for a request whose body (if any) is buffered: the
+   * client's signal, asked for only when needed: before a new connection is
+   * opened, and when the backend has not answered within 50 to 100 ms
+   * (`UpstreamPool.watchClient`). Until then the client's leaving goes
+   * unnoticed. Deno.serve pays a cancellation watch (an async op) for each
+   * request whose signal is read, which a fast exchange never needs.
+   */
+  readonly clientSignal?: (() => AbortSignal) | undefined;
   /** Upgrade request: a 101 answer hands over the socket instead of a body. */
   readonly upgrade?: boolean | undefined;
   /**
@@ -129,15 +138,22 @@ export async function sendUpstream(
   if (isAborted(request.signal)) {
     throw new UpstreamError("aborted", "Cannot proxy: client went away");
   }
-  const signal = request.signal;
+  let signal = request.signal;
   const framing = requestFraming(request);
-  const conn = pool.takeIdle(endpoint) ?? await pool.connect(endpoint, { signal });
+  let conn = pool.takeIdle(endpoint);
+  if (conn === undefined) {
+    // Connecting takes a while: watch the client from the start.
+    signal ??= request.clientSignal?.();
+    conn = await pool.connect(endpoint, { signal });
+  }
   try {
-    return await exchange(pool, conn, request, framing);
+    return await exchange(pool, conn, request, framing, signal);
   } catch (error) {
     if (error instanceof UpstreamError && error.staleConnection && isReplayable(request)) {
+      signal ??= request.clientSignal?.();
+      if (isAborted(signal)) throw new UpstreamError("aborted", "Cannot proxy: client went away");
       const fresh = await pool.connect(endpoint, { signal });
-      return await exchange(pool, fresh, request, framing);
+      return await exchange(pool, fresh, request, framing, signal);
     }
     throw error;
   }
@@ -198,11 +214,13 @@ async function exchange(
   conn: UpstreamConnection,
   request: UpstreamRequest,
   framing: RequestFraming,
+  clientSignal: AbortSignal | undefined,
 ): Promise<UpstreamResponse> {
   let released = false;
   const release = (reusable: boolean) => {
     if (released) return;
     released = true;
+    conn.unwatchClient();
     pool.release(conn, reusable);
   };
 
@@ -227,13 +245,29 @@ async function exchange(
     aborted = true;
     conn.close();
   };
-  const signal = request.signal;
+  let signal = clientSignal;
   if (signal !== undefined) {
     if (signal.aborted) {
       release(false);
       throw new UpstreamError("aborted", "Cannot proxy: client went away");
     }
     signal.addEventListener("abort", onAbort, { once: true });
+  } else if (request.clientSignal !== undefined) {
+    const source = request.clientSignal;
+    // Only an exchange still waiting (for its answer, or to send a buffered body) asks
+    // for the client's signal; the watch is dropped before the response is returned, while
+    // the request is still open.
+    pool.watchClient(conn, () => {
+      try {
+        signal = source();
+      } catch {
+        // The request is closed already: its client is gone.
+        onAbort();
+        return;
+      }
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
   }
 
   let pumpState: "none" | "running" | "done" | "failed" = "none";
@@ -336,6 +370,7 @@ async function exchange(
     body: UpstreamResponse["body"],
     tunnel?: UpstreamResponse["tunnel"],
   ): UpstreamResponse => {
+    conn.unwatchClient();
     if (done === undefined) {
       const { promise, resolve } = Promise.withResolvers<BodyOutcome>();
       done = promise;

@@ -334,3 +334,88 @@ Deno.test("releaseBodyChunks: a streamed request body's chunks are released once
     await backend.close();
   }
 });
+
+Deno.test("clientSignal: asked for before a new connection, never by a fast exchange on a pooled one", async () => {
+  const server = scriptedServer(async (io) => {
+    while ((await io.nextHead()) !== null) {
+      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  });
+  // A check interval no exchange on loopback comes near: "fast" is certain.
+  const pool = new UpstreamPool({ clientCheckMs: 60_000 });
+  const endpoint = { address: "127.0.0.1", port: server.port };
+  let asked = 0;
+  const request = {
+    ...get("/"),
+    clientSignal: () => {
+      asked++;
+      return new AbortController().signal;
+    },
+  };
+  try {
+    strictEqual(await text((await sendUpstream(pool, endpoint, request)).body), "ok");
+    strictEqual(asked, 1, "a new connection asks for the signal before connecting");
+    for (let i = 0; i < 3; i++) {
+      strictEqual(await text((await sendUpstream(pool, endpoint, request)).body), "ok");
+    }
+    strictEqual(asked, 1, "a fast exchange on a pooled connection asked for the signal");
+    strictEqual(server.accepted, 1);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("clientSignal: an exchange still waiting watches the client, and its leaving closes the backend connection", async () => {
+  const cases: { name: string; signal: (controller: AbortController) => AbortSignal }[] = [
+    { name: "aborted once watched", signal: (controller) => controller.signal },
+    {
+      name: "already aborted when asked for",
+      signal: (controller) => {
+        controller.abort();
+        return controller.signal;
+      },
+    },
+    {
+      name: "request closed when asked for (the getter throws)",
+      signal: () => {
+        throw new TypeError("Request closed");
+      },
+    },
+  ];
+  for (const { name, signal } of cases) {
+    let backendSawClose = false;
+    const server = scriptedServer(async (io) => {
+      await io.nextHead();
+      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      await io.nextHead();
+      // Never answers the second request: waits for the proxy to hang up.
+      backendSawClose = (await io.nextHead()) === null;
+    });
+    const pool = new UpstreamPool({ clientCheckMs: 20 });
+    const endpoint = { address: "127.0.0.1", port: server.port };
+    const controller = new AbortController();
+    let asked = 0;
+    try {
+      // The first request leaves a pooled connection behind.
+      strictEqual(await text((await sendUpstream(pool, endpoint, get("/"))).body), "ok");
+      const failure = sendUpstream(pool, endpoint, {
+        ...get("/slow"),
+        clientSignal: () => {
+          asked++;
+          return signal(controller);
+        },
+      }).then(() => undefined, (error: unknown) => error);
+      await waitUntil(() => asked === 1);
+      controller.abort();
+      const error = await failure;
+      ok(error instanceof UpstreamError && error.kind === "aborted", `${name}: ${error}`);
+      await waitUntil(() => backendSawClose);
+      strictEqual(asked, 1, name);
+      strictEqual(pool.stats().active, 0, name);
+    } finally {
+      pool.close();
+      await server.close();
+    }
+  }
+});

@@ -84,6 +84,9 @@ export class UpstreamConnection {
   #onStall: (() => void) | undefined;
   #timedOut = false;
   #bytesReadThisExchange = 0;
+  /** See {@linkcode watchClient}: run once the exchange has waited a whole check interval. */
+  #onWaited: (() => void) | undefined;
+  #waitedSinceTick = 0;
 
   /** `clock` is the pool's coarse sweeper clock (`performance.now()` time, advanced per tick). */
   constructor(conn: Deno.Conn, endpointKey: string, clock: CoarseClock) {
@@ -135,6 +138,36 @@ export class UpstreamConnection {
     this.#onStall = undefined;
   }
 
+  /**
+   * Runs `onWaited` if this exchange is still waiting when the pool's client
+   * check ({@linkcode UpstreamPool.watchClient}) sees it a second time, at
+   * least one check interval later; cleared by {@linkcode unwatchClient}.
+   * `tick` is the check's count now.
+   */
+  watchClient(onWaited: () => void, tick: number): void {
+    this.#onWaited = onWaited;
+    this.#waitedSinceTick = tick;
+  }
+
+  /** The exchange no longer waits (its answer is on its way): the watch is dropped. */
+  unwatchClient(): void {
+    this.#onWaited = undefined;
+  }
+
+  /**
+   * Called by the pool's client check on its tick `tick`: runs the watch
+   * (once) if it was set before the previous tick. Returns whether a watch is
+   * still pending.
+   */
+  checkWatch(tick: number): boolean {
+    const onWaited = this.#onWaited;
+    if (onWaited === undefined) return false;
+    if (this.#waitedSinceTick >= tick - 1) return true;
+    this.#onWaited = undefined;
+    onWaited();
+    return false;
+  }
+
   get closed(): boolean {
     return this.#state === "closed";
   }
@@ -151,6 +184,7 @@ export class UpstreamConnection {
     this.keepAliveMs = undefined;
     this.requests++;
     this.#bytesReadThisExchange = 0;
+    this.#onWaited = undefined;
   }
 
   /**

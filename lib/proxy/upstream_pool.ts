@@ -11,6 +11,8 @@
  * a timer per chunk; the sweep costs one field read per I/O call: connections
  * stamp their I/O with a coarse clock the sweeper advances, and deadlines are
  * checked with one tick of slack (late by at most two ticks, never early).
+ * A second timer, running only while an exchange is watched, runs work that
+ * only an exchange still waiting after 50 to 100 ms needs (`watchClient`).
  *
  * A connection that an endpoint's DNS name (an ExternalName Service) led to
  * this host's loopback is closed before any byte and refused. A connection
@@ -28,6 +30,13 @@ import type { Endpoint } from "../routing/snapshot.ts";
 import { parseIp } from "./cidr.ts";
 import { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
+
+/**
+ * The interval of the check for exchanges still waiting (see
+ * {@linkcode UpstreamPool.watchClient}): a watch runs 50 to 100 ms after it
+ * was set.
+ */
+export const CLIENT_CHECK_MS = 50;
 
 /** Opens a TCP connection; injectable for tests. */
 export type Connector = (options: {
@@ -53,6 +62,8 @@ export interface UpstreamPoolOptions {
    * older than this, in ms, so the next request resolves the name again. Default 30,000.
    */
   dnsMaxAgeMs?: number;
+  /** The interval of the check for watched exchanges (`watchClient`), in ms. Default {@linkcode CLIENT_CHECK_MS}. */
+  clientCheckMs?: number;
   /** Default `Deno.connect` over TCP. */
   connect?: Connector;
 }
@@ -122,6 +133,7 @@ export class UpstreamPool {
   readonly maxIdlePerEndpoint: number;
   readonly idleTimeoutMs: number;
   readonly dnsMaxAgeMs: number;
+  readonly clientCheckMs: number;
   #connector: Connector;
   #idle = new Map<string, UpstreamConnection[]>();
   #active = new Set<UpstreamConnection>();
@@ -131,6 +143,8 @@ export class UpstreamPool {
   #clock: { now: number } = { now: performance.now() };
   #closed = false;
   #connectsTotal = 0;
+  #clientCheck: ReturnType<typeof setInterval> | undefined;
+  #clientCheckTick = 0;
 
   constructor(options: UpstreamPoolOptions = {}) {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
@@ -138,6 +152,7 @@ export class UpstreamPool {
     this.maxIdlePerEndpoint = options.maxIdlePerEndpoint ?? 64;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
     this.dnsMaxAgeMs = options.dnsMaxAgeMs ?? 30_000;
+    this.clientCheckMs = options.clientCheckMs ?? CLIENT_CHECK_MS;
     this.#connector = options.connect ?? defaultConnect;
     this.#tick = Math.min(
       1_000,
@@ -226,6 +241,35 @@ export class UpstreamPool {
     if (conn.park(this.#onDead)) list.push(conn);
   }
 
+  /**
+   * Runs `onWaited` once if `conn`'s exchange is still waiting (not yet
+   * {@linkcode UpstreamConnection.unwatchClient}ed) after between one and two
+   * intervals of `clientCheckMs`. For work only a slow exchange
+   * needs, such as listening for its client going away: a field write per
+   * request instead of the work itself, and one timer while any is watched.
+   */
+  watchClient(conn: UpstreamConnection, onWaited: () => void): void {
+    conn.watchClient(onWaited, this.#clientCheckTick);
+    if (this.#clientCheck !== undefined || this.#closed) return;
+    const check = setInterval(() => this.#checkClients(), this.clientCheckMs);
+    Deno.unrefTimer(check);
+    this.#clientCheck = check;
+  }
+
+  #checkClients(): void {
+    const tick = ++this.#clientCheckTick;
+    let pending = false;
+    for (const conn of this.#active) {
+      if (conn.checkWatch(tick)) pending = true;
+    }
+    if (!pending) this.#stopClientCheck();
+  }
+
+  #stopClientCheck(): void {
+    if (this.#clientCheck !== undefined) clearInterval(this.#clientCheck);
+    this.#clientCheck = undefined;
+  }
+
   /** Stops tracking a connection handed over to a tunnel (after a 101). */
   detach(conn: UpstreamConnection): void {
     this.#active.delete(conn);
@@ -236,6 +280,7 @@ export class UpstreamPool {
     this.#closed = true;
     if (this.#sweeper !== undefined) clearInterval(this.#sweeper);
     this.#sweeper = undefined;
+    this.#stopClientCheck();
     for (const conn of this.#active) conn.close();
     this.#active.clear();
     for (const list of this.#idle.values()) for (const conn of list) conn.close();
