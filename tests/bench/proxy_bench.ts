@@ -19,7 +19,11 @@
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
  * `--sizes 1k` (or `1m`, or `tls`: 1 KiB over HTTPS, nginx terminating TLS
  * against Sluice's HTTPS listener) to measure one case while iterating;
- * `--http-client-timeouts` runs Sluice with that flag (plain HTTP relayed).
+ * `--http-client-timeouts` runs Sluice with that flag (plain HTTP relayed);
+ * `--pin` (2 CPUs or more) runs the one-core proxies (nginx, Sluice with 1
+ * worker, the floor) on CPU 1 and wrk and the backend on CPU 0 (`taskset`),
+ * so that each one-core proxy has a core to itself and the scheduler's
+ * placement stops moving the numbers; Sluice with all workers is not pinned.
  *
  * Sluice runs with the runtime flags of `deno task start` (read from
  * deno.json) that matter for speed and memory: `--unstable-no-legacy-abort`
@@ -49,6 +53,12 @@ const FLOOR_NAME = "floor: Deno.serve + Deno.connect, no proxy logic";
 const DURATION_S = option("duration", 5);
 const CONNECTIONS = option("connections", 64);
 const CPUS = navigator.hardwareConcurrency;
+/** `--pin`: the one-core proxies on CPU 1, wrk and the backend on CPU 0 (see the module comment). */
+const PIN = Deno.args.includes("--pin") && CPUS >= 2;
+/** `cmd` and `args` run on CPU `cpu` with `--pin` (taskset execs, so the pid is the command's). */
+function pinned(cpu: number, cmd: string, args: string[]): [string, string[]] {
+  return PIN ? ["taskset", ["-c", String(cpu), cmd, ...args]] : [cmd, args];
+}
 const SIZES = Deno.args.includes("--sizes")
   ? Deno.args[Deno.args.indexOf("--sizes") + 1]
   : "1k,1m,tls";
@@ -138,11 +148,24 @@ ${body}
 `;
 }
 
-async function startNginx(dir: string, name: string, body: string): Promise<Deno.ChildProcess> {
+async function startNginx(
+  dir: string,
+  name: string,
+  body: string,
+  cpu: number,
+): Promise<Deno.ChildProcess> {
   const path = `${dir}/${name}.conf`;
   await Deno.writeTextFile(path, nginxConfig(dir, body).replaceAll("$NAME", name));
-  return new Deno.Command("nginx", {
-    args: ["-p", dir, "-e", `${dir}/error-${name}.log`, "-c", path],
+  const [cmd, args] = pinned(cpu, "nginx", [
+    "-p",
+    dir,
+    "-e",
+    `${dir}/error-${name}.log`,
+    "-c",
+    path,
+  ]);
+  return new Deno.Command(cmd, {
+    args,
     stdout: "null",
     stderr: "inherit",
   }).spawn();
@@ -216,13 +239,13 @@ async function wrk(target: Target, path: string, sample: () => Promise<void>): P
   })();
   let text: string;
   try {
-    text = await run("wrk", [
+    text = await run(...pinned(0, "wrk", [
       "-t1",
       `-c${CONNECTIONS}`,
       `-d${DURATION_S}s`,
       "--latency",
       `${target.scheme ?? "http"}://127.0.0.1:${target.port}${path}`,
-    ]);
+    ]));
   } catch (error) {
     running = false;
     // wrk's failure is the one to report (a sample may fail too, its process gone).
@@ -278,6 +301,7 @@ async function main(): Promise<void> {
       "backend",
       `
   server { listen 127.0.0.1:${backendPort}; root ${dir}/www; }`,
+      0,
     );
     children.push(backend);
     const nginx = await startNginx(
@@ -305,43 +329,49 @@ async function main(): Promise<void> {
       proxy_buffering on;
     }
   }`,
+      1,
     );
     children.push(nginx);
-    const sluice = (port: number, tlsPort: number, workers: number) =>
-      new Deno.Command(DENO, {
-        args: [
-          "run",
-          "-A",
-          "--unstable-net",
-          ...SLUICE_FLAGS,
-          SERVER,
-          "--port",
-          String(port),
-          "--workers",
-          String(workers),
-          "--backend",
-          `127.0.0.1:${backendPort}`,
-          "--https-port",
-          String(tlsPort),
-          ...(HTTP_CLIENT_TIMEOUTS ? ["--http-client-timeouts"] : []),
-        ],
+    const sluice = (port: number, tlsPort: number, workers: number) => {
+      const denoArgs = [
+        "run",
+        "-A",
+        "--unstable-net",
+        ...SLUICE_FLAGS,
+        SERVER,
+        "--port",
+        String(port),
+        "--workers",
+        String(workers),
+        "--backend",
+        `127.0.0.1:${backendPort}`,
+        "--https-port",
+        String(tlsPort),
+        ...(HTTP_CLIENT_TIMEOUTS ? ["--http-client-timeouts"] : []),
+      ];
+      // All workers run where the scheduler puts them.
+      const [cmd, args] = workers === 1 ? pinned(1, DENO, denoArgs) : [DENO, denoArgs];
+      return new Deno.Command(cmd, {
+        args,
         cwd: ROOT,
         stdout: "piped",
         stderr: "inherit",
       }).spawn();
+    };
     const sluice1 = sluice(sluice1Port, sluice1TlsPort, 1);
     const sluiceN = sluice(sluiceNPort, sluiceNTlsPort, CPUS);
-    const floor = new Deno.Command(DENO, {
-      args: [
-        "run",
-        "--allow-net",
-        ...SLUICE_FLAGS,
-        FLOOR,
-        "--port",
-        String(floorPort),
-        "--backend",
-        `127.0.0.1:${backendPort}`,
-      ],
+    const [floorCmd, floorArgs] = pinned(1, DENO, [
+      "run",
+      "--allow-net",
+      ...SLUICE_FLAGS,
+      FLOOR,
+      "--port",
+      String(floorPort),
+      "--backend",
+      `127.0.0.1:${backendPort}`,
+    ]);
+    const floor = new Deno.Command(floorCmd, {
+      args: floorArgs,
       cwd: ROOT,
       stdout: "piped",
       stderr: "inherit",
@@ -363,7 +393,9 @@ async function main(): Promise<void> {
     }
     console.log(`Sluice handler: ${ready1.handler}`);
     console.log(
-      `wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s, ${ROUNDS} rounds alternating, medians; ${CPUS} CPUs`,
+      `wrk -t1 -c${CONNECTIONS} -d${DURATION_S}s, ${ROUNDS} rounds alternating, medians; ${CPUS} CPUs${
+        PIN ? "; pinned: wrk and the backend on CPU 0, the one-core proxies on CPU 1" : ""
+      }`,
     );
 
     const targets: Target[] = [
