@@ -124,12 +124,21 @@ export function countingBackend(name: string, options: { port?: number } = {}): 
   return Object.assign(backend, { seen });
 }
 
-/** A loopback port with nothing listening (just released by the kernel). */
+/** A loopback port with nothing listening, outside the range the kernel hands out for port 0. */
 export function closedPort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
+  // Below Linux's ephemeral range (32768-60999 by default): a port the kernel hands out for
+  // port 0 could become a later listener's, such as the proxy's own, and a request to the
+  // "closed" endpoint would then loop through the proxy until descriptors ran out (seen in CI).
+  for (let attempt = 0; attempt < 1_000; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+      return port;
+    } catch {
+      // In use: another one.
+    }
+  }
+  throw new Error("Cannot find a free port between 20000 and 32000");
 }
 
 /**

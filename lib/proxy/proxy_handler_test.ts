@@ -23,6 +23,7 @@ import { assertRejects } from "../../tests/support/assert.ts";
 import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { type AccessLogEntry, createProxyHandler } from "./proxy_handler.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
+import { closedPort } from "./_hostile_upstream.ts";
 import { gunzipSync } from "node:zlib";
 
 const HOST = "shop.example.com";
@@ -683,13 +684,6 @@ Deno.test("proxy access entry names the endpoint it could not connect to", async
     );
   }, { routes: () => [{ host: HOST, endpoints: [{ address: "127.0.0.1", port: closed }] }] });
 });
-
-function closedPort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}
 
 async function waitUntil(predicate: () => boolean, timeoutMs = 5_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
