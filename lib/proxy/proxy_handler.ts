@@ -285,6 +285,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     const secure = info.secure;
 
     let hostHeader: string | undefined;
+    let hostName: string | undefined;
     // HTTP/2 requests carry no Host header: the access log then names the URL's authority.
     const parsed: { authority?: string } = {};
     let contentLengthText: string | undefined;
@@ -295,8 +296,10 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       const lower = name.length === 4 || name.length === 14 || name.length === 17
         ? name.toLowerCase()
         : "";
-      if (lower === "host") hostHeader ??= value;
-      else if (lower === "content-length") contentLengthText ??= value;
+      if (lower === "host") {
+        hostName ??= name;
+        hostHeader ??= value;
+      } else if (lower === "content-length") contentLengthText ??= value;
       else if (lower === "transfer-encoding") {
         transferEncoding = transferEncoding === undefined ? value : `${transferEncoding},${value}`;
       }
@@ -468,10 +471,15 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       return plain(400);
     }
 
-    // A request over HTTP/1.x (see below) that streams no body and upgrades nothing gets its
-    // client's signal read only if its exchange turns out slow: Deno.serve pays an async op for
-    // each request whose signal is read. HTTP/2 clients reset streams: theirs is read at once.
-    const lazySignal = !upgrade && !(body instanceof ReadableStream) && hostHeader !== undefined;
+    // A request over HTTP/1.x that streams no body and upgrades nothing gets its client's signal
+    // read only if its exchange turns out slow: Deno.serve pays an async op for each request whose
+    // signal is read. Over HTTP/2 it must be read at once: a signal first read after the client
+    // reset the stream never aborts (Deno 2.9.6), and clients reset streams by the thousand.
+    // Deno tells neither protocol, but keeps HTTP/1.x field names as sent, and HTTP/2 names are
+    // lowercase on the wire (RFC 9113 section 8.2.1): a Host field spelt with a capital is
+    // HTTP/1.x, as every common client spells it. A lowercase `host` gets the signal at once.
+    const lazySignal = !upgrade && !(body instanceof ReadableStream) &&
+      hostName !== undefined && hostName !== "host";
     const signal = lazySignal ? undefined : req.signal;
     const request: UpstreamRequest = {
       method,

@@ -746,7 +746,7 @@ Deno.test("proxy releases streamed response chunks by default (its responses are
   }
 });
 
-Deno.test("proxy reads the client's signal at once only where a fast exchange needs it: HTTP/2 requests and streamed uploads", async () => {
+Deno.test("proxy reads the client's signal at once only where a fast exchange needs it: HTTP/2 (or a lowercase host field) and streamed uploads", async () => {
   /** Counts reads of `signal` (Deno.serve starts a cancellation watch, an async op, on the first). */
   class CountingRequest extends Request {
     signalReads = 0;
@@ -791,6 +791,12 @@ Deno.test("proxy reads the client's signal at once only where a fast exchange ne
       false,
     ],
     ["HTTP/2 GET (no Host field)", () => new CountingRequest(url), true],
+    [
+      // HTTP/2 names are lowercase on the wire; an HTTP/1.x one spelt so cannot be told apart.
+      "GET with a lowercase host field (HTTP/2, or HTTP/1.x)",
+      () => new CountingRequest(url, { headers: { host: HOST } }),
+      true,
+    ],
     [
       "HTTP/1.x POST streaming a body",
       () => new CountingRequest(url, { method: "POST", headers: host, body: upload() }),
