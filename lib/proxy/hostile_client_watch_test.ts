@@ -11,7 +11,7 @@
  */
 
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { startProxy } from "../../tests/support/proxy_harness.ts";
+import { PLAIN_INFO, startProxy } from "../../tests/support/proxy_harness.ts";
 import { latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import {
   type ScriptedBackend,
@@ -153,96 +153,64 @@ async function expectAbandoned(world: World, hangUps: number, logged: number): P
   await waitFor("no active connection", () => world.pool.stats().active === 0);
 }
 
-Deno.test("watch: a keep-alive client leaving its second request closes the pooled backend connection", async () => {
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(`GET /fast HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    assertEquals((await conn.readResponse()).status, 200);
-    await conn.send(`GET /hold HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    await waitFor("the request held", () => world.backend.holding === 1);
-    assertEquals(
-      world.backend.connections.length,
-      1,
-      "the held request took the pooled connection",
-    );
-    conn.close();
-    await expectAbandoned(world, 1, 3);
-  });
-});
+/** A client on a pooled connection that leaves its last request held; earlier ones are answered. */
+interface Leaving {
+  readonly name: string;
+  readonly requests: readonly string[];
+  /** All sent at once rather than each after the previous answer. */
+  readonly pipelined?: boolean;
+  readonly clientCheckMs?: number;
+}
 
-Deno.test("watch: an HTTP/1.1 client gone before its signal is first read is still noticed (Deno reports a past hang-up)", async () => {
-  // The watch reads the signal 0.4 to 0.8 s after the request: the client left long before.
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(`GET /hold HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    await waitFor("the request held", () => world.backend.holding === 1);
-    conn.close();
-    await expectAbandoned(world, 1, 2);
-  }, { clientCheckMs: 400 });
-});
+const get = (path: string, version = "1.1") =>
+  `GET ${path} HTTP/${version}\r\nHost: ${HOST}\r\n\r\n`;
 
-Deno.test("watch: a client leaving after an interim 103 answer closes the backend connection", async () => {
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(`GET /interim HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    await waitFor("the request held", () => world.backend.holding === 1);
-    conn.close();
-    await expectAbandoned(world, 1, 2);
-    assertEquals(world.backend.connections.length, 1);
-  });
-});
+const LEAVING: readonly Leaving[] = [
+  {
+    name: "a keep-alive client leaving its second request",
+    requests: [get("/fast"), get("/hold")],
+  },
+  {
+    // The watch reads the signal 0.4 to 0.8 s after the request: the client left long before.
+    name: "an HTTP/1.1 client gone before its signal is first read (Deno reports a past hang-up)",
+    requests: [get("/hold")],
+    clientCheckMs: 400,
+  },
+  { name: "a client leaving after an interim 103 answer", requests: [get("/interim")] },
+  { name: "a client leaving while a small body is half read", requests: [get("/partial")] },
+  { name: "an HTTP/1.0 client leaving a pooled exchange", requests: [get("/hold", "1.0")] },
+  {
+    name: "a client leaving a buffered POST on a pooled connection",
+    requests: [`POST /hold HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 5\r\n\r\nhello`],
+  },
+  {
+    name: "a client leaving after its first pipelined answer",
+    requests: [get("/fast"), get("/hold")],
+    pipelined: true,
+  },
+];
 
-Deno.test("watch: a client leaving while a small body is half read closes the backend connection", async () => {
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(`GET /partial HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    await waitFor("the request held", () => world.backend.holding === 1);
-    conn.close();
-    await expectAbandoned(world, 1, 2);
+for (const { name, requests, pipelined, clientCheckMs } of LEAVING) {
+  Deno.test(`watch: ${name} closes the pooled backend connection and is logged 499`, async () => {
+    await withWorld(async (world) => {
+      await warm(world);
+      const conn = await RawConnection.open(world.proxy.port);
+      if (pipelined) await conn.send(requests.join(""));
+      for (const [i, text] of requests.entries()) {
+        if (!pipelined) await conn.send(text);
+        if (i < requests.length - 1) assertEquals((await conn.readResponse()).status, 200);
+      }
+      await waitFor("the request held", () => world.backend.holding === 1);
+      assertEquals(
+        world.backend.connections.length,
+        1,
+        "the held request took the pooled connection",
+      );
+      conn.close();
+      await expectAbandoned(world, 1, requests.length + 1);
+    }, clientCheckMs === undefined ? {} : { clientCheckMs });
   });
-});
-
-Deno.test("watch: an HTTP/1.0 client leaving a pooled exchange closes the backend connection", async () => {
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(`GET /hold HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`);
-    await waitFor("the request held", () => world.backend.holding === 1);
-    conn.close();
-    await expectAbandoned(world, 1, 2);
-  });
-});
-
-Deno.test("watch: a client leaving a buffered POST on a pooled connection closes the backend connection", async () => {
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(
-      `POST /hold HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 5\r\n\r\nhello`,
-    );
-    await waitFor("the request held", () => world.backend.holding === 1);
-    conn.close();
-    await expectAbandoned(world, 1, 2);
-  });
-});
-
-Deno.test("watch: a client leaving after its first pipelined answer closes the second's backend connection", async () => {
-  await withWorld(async (world) => {
-    await warm(world);
-    const conn = await RawConnection.open(world.proxy.port);
-    await conn.send(
-      `GET /fast HTTP/1.1\r\nHost: ${HOST}\r\n\r\nGET /hold HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`,
-    );
-    assertEquals((await conn.readResponse()).status, 200);
-    await waitFor("the request held", () => world.backend.holding === 1);
-    conn.close();
-    await expectAbandoned(world, 1, 3);
-  });
-});
+}
 
 Deno.test("watch: a slow exchange whose client stays is answered, and its connection is reused", async () => {
   await withWorld(async (world) => {
@@ -320,11 +288,7 @@ Deno.test("watch: a client's signal read by a slow exchange does not close the c
     snapshot: () => staticSnapshot([{ host: HOST, endpoints }]),
     pool,
   });
-  const info = {
-    remoteAddr: { hostname: "127.0.0.1", port: 40000 },
-    secure: false,
-    localPort: 8080,
-  };
+  const info = PLAIN_INFO;
   const ask = (path: string, signal?: AbortSignal) =>
     handler(
       new Request(`http://${HOST}${path}`, { headers: { Host: HOST }, signal: signal ?? null }),
@@ -387,52 +351,62 @@ Deno.test("watch: the check timer stops with pool.close() while a watch is pendi
 
 // Was a bug (with a host field): proxy_handler.ts took any `host` field for HTTP/1.x and gave the
 // request a lazy signal, but an h2 client may send `host` too (RFC 9113 section 8.3.1), and
-// Deno.serve's `req.signal` read after an h2 stream reset never aborts (measured: read 150 ms
-// after RST_STREAM, `aborted` false and no event within 1.5 s; read before it, aborted). So the
-// watch never noticed the reset: the backend connection and its work stayed held until the
-// backend answered or the read timeout, per reset stream. Only a Host field spelt with a capital
-// (which HTTP/2 cannot carry) now counts as HTTP/1.x.
+// Deno.serve's `req.signal` read after an h2 stream reset, or after the client closed its whole
+// connection, never aborts (measured: read 150 ms after RST_STREAM, `aborted` false and no event
+// within 1.5 s; read before it, aborted). So the watch never noticed the client leaving: the
+// backend connection and its work stayed held until the backend answered or the read timeout, per
+// reset stream. Only a Host field spelt with a capital (which HTTP/2 cannot carry) now counts as
+// HTTP/1.x.
 for (const transport of ["h2c", "tls"] as const) {
   for (const withHost of [true, false]) {
-    Deno.test({
-      name: `watch: an ${transport === "tls" ? "h2-over-TLS" : "h2c"} stream reset ${
-        withHost ? "with" : "without"
-      } a host field closes the pooled backend connection`,
-    }, async () => {
-      const backend = startBackend();
-      const pool = new UpstreamPool();
-      const endpoints = [{ address: "127.0.0.1", port: backend.port }];
-      try {
-        await withH2World([{ host: "a.test", endpoints }], async (world) => {
-          const h2 = await openH2(world, transport);
+    for (const leave of ["reset", "close"] as const) {
+      Deno.test(
+        `watch: an ${transport === "tls" ? "h2-over-TLS" : "h2c"} client ${
+          leave === "reset" ? "resetting its stream" : "closing its connection"
+        } ${withHost ? "with" : "without"} a host field closes the pooled backend connection`,
+        async () => {
+          const backend = startBackend();
+          const pool = new UpstreamPool();
+          const endpoints = [{ address: "127.0.0.1", port: backend.port }];
           try {
-            const head = (path: string): [string, string][] => [
-              [":method", "GET"],
-              [":scheme", transport === "tls" ? "https" : "http"],
-              [":authority", "a.test"],
-              [":path", path],
-              ...(withHost ? [["host", "a.test"] as [string, string]] : []),
-            ];
-            const warmId = await h2.request(head("/fast"));
-            await h2.finished(warmId);
-            await waitFor("an idle connection", () => pool.stats().idle === 1);
-            const id = await h2.request(head("/hold"));
-            await waitFor("the request held", () => backend.holding === 1);
-            await h2.reset(id);
-            await waitFor("the hang-up", () => backend.hangUps === 1, { timeoutMs: 5_000 });
-            await waitFor("two access log entries", () => world.accessLog.length === 2);
-            assertEquals(world.accessLog[1]?.error, "aborted");
-            await waitFor("no active connection", () => pool.stats().active === 0);
-            assertEquals(backend.connections.length, 1);
+            await withH2World([{ host: "a.test", endpoints }], async (world) => {
+              const gone = async () => {
+                await waitFor("the hang-up", () => backend.hangUps === 1, { timeoutMs: 5_000 });
+                await waitFor("two access log entries", () => world.accessLog.length === 2);
+                assertEquals(world.accessLog[1]?.error, "aborted");
+                await waitFor("no active connection", () => pool.stats().active === 0);
+                assertEquals(backend.connections.length, 1);
+              };
+              const h2 = await openH2(world, transport);
+              try {
+                const head = (path: string): [string, string][] => [
+                  [":method", "GET"],
+                  [":scheme", transport === "tls" ? "https" : "http"],
+                  [":authority", "a.test"],
+                  [":path", path],
+                  ...(withHost ? [["host", "a.test"] as [string, string]] : []),
+                ];
+                await h2.finished(await h2.request(head("/fast")));
+                await waitFor("an idle connection", () => pool.stats().idle === 1);
+                const id = await h2.request(head("/hold"));
+                await waitFor("the request held", () => backend.holding === 1);
+                // A reset is checked with the connection still open (its close would give it away).
+                if (leave === "reset") {
+                  await h2.reset(id);
+                  await gone();
+                }
+              } finally {
+                await h2.close();
+              }
+              if (leave === "close") await gone();
+            }, { pool });
           } finally {
-            await h2.close();
+            pool.close();
+            await backend.close();
           }
-        }, { pool });
-      } finally {
-        pool.close();
-        await backend.close();
-      }
-    });
+        },
+      );
+    }
   }
 }
 
@@ -506,44 +480,3 @@ Deno.test("watch: a half-closed client is treated alike whether its signal is re
     assert(outcomes[0]?.startsWith("499 aborted"), outcomes[0]);
   });
 });
-
-// Was a bug (with a host field): as above, and not only for a stream reset: a late `req.signal`
-// read never aborts either once the h2 client closed its whole connection.
-for (const withHost of [true, false]) {
-  Deno.test({
-    name: `watch: an h2c client ${
-      withHost ? "with" : "without"
-    } a host field closing its connection closes the pooled backend connection`,
-  }, async () => {
-    const backend = startBackend();
-    const pool = new UpstreamPool();
-    const endpoints = [{ address: "127.0.0.1", port: backend.port }];
-    try {
-      await withH2World([{ host: "a.test", endpoints }], async (world) => {
-        const h2 = await openH2(world, "h2c");
-        try {
-          const head = (path: string): [string, string][] => [
-            [":method", "GET"],
-            [":scheme", "http"],
-            [":authority", "a.test"],
-            [":path", path],
-            ...(withHost ? [["host", "a.test"] as [string, string]] : []),
-          ];
-          await h2.finished(await h2.request(head("/fast")));
-          await waitFor("an idle connection", () => pool.stats().idle === 1);
-          await h2.request(head("/hold"));
-          await waitFor("the request held", () => backend.holding === 1);
-        } finally {
-          await h2.close();
-        }
-        await waitFor("the hang-up", () => backend.hangUps === 1, { timeoutMs: 5_000 });
-        await waitFor("two access log entries", () => world.accessLog.length === 2);
-        assertEquals(world.accessLog[1]?.error, "aborted");
-        await waitFor("no active connection", () => pool.stats().active === 0);
-      }, { pool });
-    } finally {
-      pool.close();
-      await backend.close();
-    }
-  });
-}

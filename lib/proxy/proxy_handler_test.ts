@@ -9,6 +9,7 @@ import {
 } from "../../tests/support/echo_backend.ts";
 import {
   type HarnessOptions,
+  PLAIN_INFO,
   type ProxyHarness,
   startProxy,
 } from "../../tests/support/proxy_harness.ts";
@@ -763,11 +764,7 @@ Deno.test("proxy reads the client's signal at once only where a fast exchange ne
     snapshot: () => staticSnapshot([{ host: HOST, endpoints }]),
     pool,
   });
-  const info = {
-    remoteAddr: { hostname: "127.0.0.1", port: 40000 },
-    secure: false,
-    localPort: 8080,
-  };
+  const info = PLAIN_INFO;
   const url = `http://${HOST}/`;
   const host = { Host: HOST };
   const upload = () =>

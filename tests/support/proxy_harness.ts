@@ -13,9 +13,17 @@ import {
   type ProxyHandler,
   type ProxyHandlerOptions,
   type ProxyLogger,
+  type ProxyRequestInfo,
 } from "../../lib/proxy/proxy_handler.ts";
 import type { Snapshot } from "../../lib/routing/snapshot.ts";
 import { type StaticRoute, staticSnapshot } from "./static_snapshot.ts";
+
+/** What a plain-HTTP listener on port 8080 passes with a request from 127.0.0.1:40000, for calling a handler directly. */
+export const PLAIN_INFO: ProxyRequestInfo = Object.freeze({
+  remoteAddr: Object.freeze({ hostname: "127.0.0.1", port: 40000 }),
+  secure: false,
+  localPort: 8080,
+});
 
 /** A warning or error the handler logged. */
 export interface LoggedWarning {
