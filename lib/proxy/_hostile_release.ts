@@ -21,22 +21,17 @@
  */
 
 import { createHash, type Hash } from "node:crypto";
-import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../workers/stub_snapshot.ts";
+import type { ProxyHandlerOptions } from "./proxy_handler.ts";
 import {
-  type AccessLogEntry,
-  createProxyHandler,
-  type ProxyHandlerOptions,
-} from "./proxy_handler.ts";
-import { encodeHeaderBlock, frame as h2Frame, readFrames } from "../server/_hostile_h2.ts";
-import { listenHttps } from "../server/https_listener.ts";
-import { listenHttp } from "../server/http_listener.ts";
-import type { Listener } from "../server/listener.ts";
+  encodeHeaderBlock,
+  frame as h2Frame,
+  type H2World,
+  readFrames,
+  startH2World,
+} from "../server/_hostile_h2.ts";
 import { patternBytes } from "../../tests/support/echo_backend.ts";
-import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
 import { concatBytes, latin1, latin1Bytes } from "../../tests/support/raw_http.ts";
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
-import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 
 // ---------------------------------------------------------------------------
@@ -156,74 +151,14 @@ export async function untilStalled(
 // ---------------------------------------------------------------------------
 
 /** What {@linkcode startReleaseWorld} returns; `close()` it at the end of the test. */
-export interface ReleaseWorld {
-  /** The plain listener (`Deno.serve` on the port). */
-  readonly httpPort: number;
-  /** The plain listener with client timeouts (connections relayed). */
-  readonly relayPort: number;
-  readonly httpsPort: number;
-  /** Trust this for SNI `a.test`. */
-  readonly caCert: string;
-  readonly accessLog: AccessLogEntry[];
-  readonly warnings: LoggedWarning[];
-  close(): Promise<void>;
-}
-
-let certificate: Promise<{ certPem: string; keyPem: string }> | undefined;
+export type ReleaseWorld = H2World;
 
 /** The real handler (chunks released: its default) routing every host to `backendPort`. */
-export async function startReleaseWorld(
+export function startReleaseWorld(
   backendPort: number,
   options: Partial<Omit<ProxyHandlerOptions, "snapshot">> = {},
 ): Promise<ReleaseWorld> {
-  certificate ??= generateSelfSignedCertificate({ hostnames: ["a.test", "localhost"] });
-  const cert = await certificate;
-  const certificates = stubCertificateTable([], {
-    source: "test/release",
-    certPem: cert.certPem,
-    keyPem: cert.keyPem,
-  });
-  const snapshot = staticSnapshot([{ endpoints: [{ address: "127.0.0.1", port: backendPort }] }]);
-  const accessLog: AccessLogEntry[] = [];
-  const warnings: LoggedWarning[] = [];
-  const proxy = createProxyHandler({
-    logger: recordingLogger(warnings),
-    onAccess: (entry) => accessLog.push(entry),
-    ...options,
-    snapshot: () => snapshot,
-  });
-  const listeners: Listener[] = [];
-  try {
-    listeners.push(listenHttp(proxy, { hostname: "127.0.0.1", port: 0, reusePort: false }));
-    listeners.push(listenHttp(proxy, {
-      hostname: "127.0.0.1",
-      port: 0,
-      reusePort: false,
-      relay: { firstBytesTimeoutMs: 20_000, idleTimeoutMs: 20_000 },
-    }));
-    listeners.push(listenHttps(proxy, {
-      hostname: "127.0.0.1",
-      port: 0,
-      certificates: () => certificates,
-    }));
-  } catch (error) {
-    await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs: 1_000 })));
-    proxy.close();
-    throw error;
-  }
-  return {
-    httpPort: listeners[0]!.addr.port,
-    relayPort: listeners[1]!.addr.port,
-    httpsPort: listeners[2]!.addr.port,
-    caCert: cert.certPem,
-    accessLog,
-    warnings,
-    async close() {
-      await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs: 5_000 })));
-      await Promise.all(listeners.map((l) => l.finished));
-      proxy.close();
-    },
-  };
+  return startH2World([{ endpoints: [{ address: "127.0.0.1", port: backendPort }] }], options);
 }
 
 /** A TCP connection to `port`, or a TLS one (SNI `a.test`, ALPN `alpn`) trusting `caCert`. */

@@ -220,7 +220,7 @@ async function exchange(
   const release = (reusable: boolean) => {
     if (released) return;
     released = true;
-    conn.unwatchClient();
+    // No unwatchClient() needed: the pool checks only the connections it holds active.
     pool.release(conn, reusable);
   };
 
@@ -256,7 +256,7 @@ async function exchange(
     const source = request.clientSignal;
     // Only an exchange still waiting (for its answer, or to send a buffered body) asks
     // for the client's signal; the watch is dropped before the response is returned, while
-    // the request is still open.
+    // the request is still open (a failed exchange's connection leaves the active set).
     pool.watchClient(conn, () => {
       try {
         signal = source();

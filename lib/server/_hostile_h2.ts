@@ -612,7 +612,10 @@ export const WORLD_HOSTS = ["a.test", "b.test", "localhost"] as const;
 /** What {@linkcode startH2World} returns; `close()` it at the end of the test. */
 export interface H2World {
   readonly httpsPort: number;
+  /** The plain listener (`Deno.serve` on the port). */
   readonly httpPort: number;
+  /** The plain listener with client timeouts (connections relayed). */
+  readonly relayPort: number;
   /** PEM of the certificate served for every host (trust it). */
   readonly caCert: string;
   readonly proxy: ProxyHandler;
@@ -624,7 +627,7 @@ export interface H2World {
 
 let certificate: Promise<{ certPem: string; keyPem: string }> | undefined;
 
-/** Starts the proxy with `routes` behind both listeners. */
+/** Starts the proxy with `routes` behind the HTTPS, plain and relaying plain listeners. */
 export async function startH2World(
   routes: readonly StaticRoute[],
   options: Partial<Omit<ProxyHandlerOptions, "snapshot">> = {},
@@ -647,31 +650,33 @@ export async function startH2World(
     port: 0,
     certificates: () => certificates,
   });
-  let http: Listener;
+  const listeners: Listener[] = [https];
   try {
-    http = listenHttp((req, info) => proxy(req, info), {
-      hostname: "127.0.0.1",
-      port: 0,
-      reusePort: false,
-    });
+    for (const relay of [undefined, { firstBytesTimeoutMs: 20_000, idleTimeoutMs: 20_000 }]) {
+      listeners.push(listenHttp((req, info) => proxy(req, info), {
+        hostname: "127.0.0.1",
+        port: 0,
+        reusePort: false,
+        ...(relay === undefined ? {} : { relay }),
+      }));
+    }
   } catch (error) {
-    await https.shutdown({ timeoutMs: 1_000 });
+    await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs: 1_000 })));
     proxy.close();
     throw error;
   }
   return {
     httpsPort: https.addr.port,
-    httpPort: http.addr.port,
+    httpPort: listeners[1]!.addr.port,
+    relayPort: listeners[2]!.addr.port,
     caCert: cert.certPem,
     proxy,
     https,
     accessLog,
     warnings,
     async close() {
-      await Promise.all([
-        https.shutdown({ timeoutMs: 5_000 }),
-        http.shutdown({ timeoutMs: 5_000 }),
-      ]);
+      await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs: 5_000 })));
+      await Promise.all(listeners.map((l) => l.finished));
       proxy.close();
     },
   };
