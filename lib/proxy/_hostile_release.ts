@@ -23,6 +23,7 @@
 import { createHash, type Hash } from "node:crypto";
 import type { ProxyHandlerOptions } from "./proxy_handler.ts";
 import {
+  connectTo,
   encodeHeaderBlock,
   frame as h2Frame,
   type H2World,
@@ -159,35 +160,6 @@ export function startReleaseWorld(
   options: Partial<Omit<ProxyHandlerOptions, "snapshot">> = {},
 ): Promise<ReleaseWorld> {
   return startH2World([{ endpoints: [{ address: "127.0.0.1", port: backendPort }] }], options);
-}
-
-/** A TCP connection to `port`, or a TLS one (SNI `a.test`, ALPN `alpn`) trusting `caCert`. */
-export async function connectTo(
-  port: number,
-  tls?: { caCert: string; alpn: string },
-): Promise<Deno.Conn> {
-  const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
-  if (tls === undefined) return tcp;
-  try {
-    const conn = await Deno.startTls(tcp, {
-      hostname: "a.test",
-      caCerts: [tls.caCert],
-      alpnProtocols: [tls.alpn],
-    });
-    const info = await conn.handshake();
-    if (info.alpnProtocol !== tls.alpn) {
-      conn.close();
-      throw new Error(`Cannot speak "${tls.alpn}": ALPN chose "${info.alpnProtocol}"`);
-    }
-    return conn;
-  } catch (error) {
-    try {
-      tcp.close();
-    } catch {
-      // Taken over by startTls.
-    }
-    throw error;
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -398,7 +370,7 @@ export class StarvedH2 {
   ): Promise<StarvedH2> {
     const conn = await connectTo(
       port,
-      options.tls === undefined ? undefined : { caCert: options.tls.caCert, alpn: "h2" },
+      options.tls === undefined ? undefined : { caCerts: [options.tls.caCert], alpn: "h2" },
     );
     const h2 = new StarvedH2(
       conn,

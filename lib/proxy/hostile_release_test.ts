@@ -8,7 +8,6 @@ import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { patternSha256 } from "../../tests/support/echo_backend.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
-  connectTo,
   H1Reader,
   type PatternBackend,
   type ReadBody,
@@ -18,6 +17,7 @@ import {
   StarvedH2,
   untilStalled,
 } from "./_hostile_release.ts";
+import { connectTo } from "../server/_hostile_h2.ts";
 import type { ProxyHandlerOptions } from "./proxy_handler.ts";
 
 const KIB = 1024;
@@ -66,7 +66,11 @@ async function stalledGet(
     minBytes?: number;
   } = {},
 ): Promise<ReadBody> {
-  const conn = await connectTo(port, options.tls);
+  const tls = options.tls;
+  const conn = await connectTo(
+    port,
+    tls === undefined ? undefined : { caCerts: [tls.caCert], alpn: tls.alpn },
+  );
   const reader = new H1Reader(conn, { readBytes: options.readBytes ?? 64 * KIB });
   try {
     await reader.send(get(target));

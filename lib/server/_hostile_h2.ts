@@ -94,6 +94,38 @@ export interface RawH2Options {
   readonly tls?: { readonly serverName: string; readonly caCerts: readonly string[] };
 }
 
+/**
+ * A TCP connection to `port` on 127.0.0.1, or a TLS one (SNI `serverName`,
+ * default `a.test`; ALPN `alpn`, which the server must choose) trusting `caCerts`.
+ */
+export async function connectTo(
+  port: number,
+  tls?: { caCerts: readonly string[]; alpn: string; serverName?: string },
+): Promise<Deno.Conn> {
+  const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
+  if (tls === undefined) return tcp;
+  try {
+    const conn = await Deno.startTls(tcp, {
+      hostname: tls.serverName ?? "a.test",
+      caCerts: [...tls.caCerts],
+      alpnProtocols: [tls.alpn],
+    });
+    const info = await conn.handshake();
+    if (info.alpnProtocol !== tls.alpn) {
+      conn.close();
+      throw new Error(`Cannot speak "${tls.alpn}": ALPN chose "${info.alpnProtocol}"`);
+    }
+    return conn;
+  } catch (error) {
+    try {
+      tcp.close();
+    } catch {
+      // Taken over by startTls.
+    }
+    throw error;
+  }
+}
+
 /** A raw HTTP/2 connection; `close()` it at the end of the test. */
 export class RawH2 {
   #conn: Deno.Conn;
@@ -119,30 +151,14 @@ export class RawH2 {
 
   /** Connects, sends the preface and SETTINGS (large windows: the server may send freely). */
   static async open(options: RawH2Options): Promise<RawH2> {
-    const tcp = await Deno.connect({ hostname: "127.0.0.1", port: options.port });
-    let conn: Deno.Conn = tcp;
-    if (options.tls !== undefined) {
-      try {
-        const tls = await Deno.startTls(tcp, {
-          hostname: options.tls.serverName,
-          caCerts: [...options.tls.caCerts],
-          alpnProtocols: ["h2"],
-        });
-        const info = await tls.handshake();
-        if (info.alpnProtocol !== "h2") {
-          tls.close();
-          throw new Error(`Cannot speak h2: ALPN chose "${info.alpnProtocol}"`);
-        }
-        conn = tls;
-      } catch (error) {
-        try {
-          tcp.close();
-        } catch {
-          // Taken over by startTls.
-        }
-        throw error;
-      }
-    }
+    const conn = await connectTo(
+      options.port,
+      options.tls === undefined ? undefined : {
+        serverName: options.tls.serverName,
+        caCerts: options.tls.caCerts,
+        alpn: "h2",
+      },
+    );
     const h2 = new RawH2(conn);
     // SETTINGS_INITIAL_WINDOW_SIZE = 2^31-1, ENABLE_PUSH = 0; and a connection window as large.
     const settings = new Uint8Array(12);
