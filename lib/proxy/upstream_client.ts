@@ -150,8 +150,8 @@ export async function sendUpstream(
     return await exchange(pool, conn, request, framing, signal);
   } catch (error) {
     if (error instanceof UpstreamError && error.staleConnection && isReplayable(request)) {
+      // An aborted signal makes connect() fail with `aborted` before opening anything.
       signal ??= request.clientSignal?.();
-      if (isAborted(signal)) throw new UpstreamError("aborted", "Cannot proxy: client went away");
       const fresh = await pool.connect(endpoint, { signal });
       return await exchange(pool, fresh, request, framing, signal);
     }
