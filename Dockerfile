@@ -9,20 +9,26 @@
 # manager.
 #
 # The compile step downloads the `denort` runtime from Deno's release host.
-# Where that host is unreachable, put a denort binary of the same version in
-# the build context and set DENORT_BIN to its path in this stage (deno
-# compile reads DENORT_BIN itself).
+# Where that host is unreachable, put a denort binary of the same version and
+# platform in the build context under a name starting with `denort` and pass
+# its path there: `docker build --build-arg DENORT_BIN=denort-2.9.6-x86_64 .`
+# (deno compile reads DENORT_BIN itself; .dockerignore admits only the
+# program's files and `denort*`).
 
 FROM denoland/deno:2.9.6 AS build
 ENV DENO_NO_UPDATE_CHECK=1
+ARG DENORT_BIN
 WORKDIR /src
 COPY deno.json deno.lock ./
 COPY main.ts ./
 COPY lib ./lib
 # Same permission set and unstable flags as `deno task start` (see deno.json),
 # the Web Worker modules included (serving workers, kubeconfig loader), no V8
-# code cache written at run time.
-RUN deno task compile
+# code cache written at run time. The build context is mounted only for a
+# given denort binary.
+RUN --mount=type=bind,target=/context \
+    if [ -n "${DENORT_BIN:-}" ]; then export DENORT_BIN="/context/${DENORT_BIN}"; else unset DENORT_BIN; fi \
+    && deno task compile
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/dist/sluice /sluice

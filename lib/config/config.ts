@@ -114,7 +114,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "boolean",
     default: "false",
     help:
-      "Serve Ingresses with ingress-nginx access-control annotations, unenforced (default: 503)",
+      "Serve Ingresses with ingress-nginx access-control annotations, unenforced (else they answer 503)",
   },
   {
     name: "watch-namespace",
@@ -254,7 +254,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "duration",
     default: "75s",
     min: 1,
-    help: "Close a client connection idle, trickling a request head or reading nothing this long",
+    help: "Close a client connection idle, trickling a request head, or reading nothing this long",
   },
   {
     name: "hsts",

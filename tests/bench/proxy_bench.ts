@@ -12,7 +12,9 @@
  * Sluice's stack can do (`Deno.serve` in front, a bare HTTP/1.1 client on
  * `Deno.connect` behind, one thread, no proxy logic): Sluice's req/s per core
  * against it shows how much of the cost is Sluice's own and how much is the
- * stack's.
+ * stack's. A sixth, `Deno.serve` alone (`server_alone.ts`: the files answered
+ * from memory, no upstream at all), shows what the stack's server costs by
+ * itself, so what the floor adds is one pooled backend round trip.
  *
  * Installs nginx and wrk from Debian with apt-get when missing (needs root).
  * Everything runs as the current user from a temporary directory; no system
@@ -20,9 +22,9 @@
  * `--sizes 1k` (or `1m`, or `tls`: 1 KiB over HTTPS, nginx terminating TLS
  * against Sluice's HTTPS listener) to measure one case while iterating;
  * `--http-client-timeouts` runs Sluice with that flag (plain HTTP relayed);
- * `--pin` (2 CPUs or more) runs the one-core proxies (nginx, Sluice with 1
- * worker, the floor) on CPU 1 and wrk and the backend on CPU 0 (`taskset`),
- * so that each one-core proxy has a core to itself and the scheduler's
+ * `--pin` (2 CPUs or more) runs the one-core contenders (nginx, Sluice with
+ * 1 worker, the floor, the server alone) on CPU 1 and wrk and the backend on
+ * CPU 0 (`taskset`), so that each has a core to itself and the scheduler's
  * placement stops moving the numbers; Sluice with all workers is not pinned.
  *
  * Sluice runs with the runtime flags of `deno task start` (read from
@@ -39,6 +41,7 @@ import { startFlags } from "../support/sluice_process.ts";
 const ROOT = new URL("../../", import.meta.url);
 const SERVER = new URL("./sluice_bench_server.ts", import.meta.url).pathname;
 const FLOOR = new URL("./floor_proxy.ts", import.meta.url).pathname;
+const ALONE = new URL("./server_alone.ts", import.meta.url).pathname;
 const DENO = Deno.execPath();
 
 function option(name: string, fallback: number): number {
@@ -50,6 +53,7 @@ const ROUNDS = option("rounds", 3);
 /** Sluice relays plain HTTP to enforce client timeouts (`--http-client-timeouts`). */
 const HTTP_CLIENT_TIMEOUTS = Deno.args.includes("--http-client-timeouts");
 const FLOOR_NAME = "floor: Deno.serve + Deno.connect, no proxy logic";
+const ALONE_NAME = "Deno.serve alone (no upstream)";
 const DURATION_S = option("duration", 5);
 const CONNECTIONS = option("connections", 64);
 const CPUS = navigator.hardwareConcurrency;
@@ -292,7 +296,8 @@ async function main(): Promise<void> {
       sluice1TlsPort = 0,
       sluiceNTlsPort = 0,
       floorPort = 0,
-    ] = freePorts(8);
+      alonePort = 0,
+    ] = freePorts(9);
     const certificate = await generateSelfSignedCertificate({ hostnames: ["bench.test"] });
     await Deno.writeTextFile(`${dir}/tls.crt`, certificate.certPem);
     await Deno.writeTextFile(`${dir}/tls.key`, certificate.keyPem);
@@ -376,17 +381,35 @@ async function main(): Promise<void> {
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    children.push(sluice1, sluiceN, floor);
+    const [aloneCmd, aloneArgs] = pinned(1, DENO, [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      ...SLUICE_FLAGS,
+      ALONE,
+      "--port",
+      String(alonePort),
+      "--root",
+      `${dir}/www`,
+    ]);
+    const alone = new Deno.Command(aloneCmd, {
+      args: aloneArgs,
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    children.push(sluice1, sluiceN, floor, alone);
     const readyLine = async (child: Deno.ChildProcess) => {
       const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
       const { value } = await reader.read();
       reader.releaseLock();
       return JSON.parse(value!.split("\n")[0]!) as { handler: string; pid: number };
     };
-    const [ready1, readyN, readyFloor] = await Promise.all([
+    const [ready1, readyN, readyFloor, readyAlone] = await Promise.all([
       readyLine(sluice1),
       readyLine(sluiceN),
       readyLine(floor),
+      readyLine(alone),
     ]);
     for (const [port, what] of [[backendPort, "the backend"], [nginxPort, "nginx"]] as const) {
       await waitForPort(port, what);
@@ -411,6 +434,11 @@ async function main(): Promise<void> {
         name: FLOOR_NAME,
         port: floorPort,
         pids: () => Promise.resolve([readyFloor.pid]),
+      },
+      {
+        name: ALONE_NAME,
+        port: alonePort,
+        pids: () => Promise.resolve([readyAlone.pid]),
       },
     ];
     // Over HTTPS (keep-alive, so mostly the cost of TLS records, not of handshakes): nginx
@@ -487,7 +515,9 @@ async function main(): Promise<void> {
         console.log(
           `\nSluice, 1 worker, req/s per core vs the floor: ${
             (perCore("Sluice, 1 worker") / perCore(FLOOR_NAME)).toFixed(2)
-          }×; the floor vs nginx: ${(perCore(FLOOR_NAME) / perCore(base)).toFixed(2)}×`,
+          }×; the floor vs nginx: ${
+            (perCore(FLOOR_NAME) / perCore(base)).toFixed(2)
+          }×; Deno.serve alone vs nginx: ${(perCore(ALONE_NAME) / perCore(base)).toFixed(2)}×`,
         );
       }
       console.log(

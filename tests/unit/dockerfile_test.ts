@@ -18,10 +18,13 @@ const toolchain = JSON.parse(
 
 const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)].map((m) => m[1]!);
 
-/** The flags of a `deno run`/`deno compile` command line that decide what the program may do. */
+/**
+ * The flags of a `deno run`/`deno compile` command line that decide what the
+ * program may do and how its runtime behaves (permissions, unstable APIs, V8).
+ */
 function permissionFlags(command: string): string[] {
   return command.split(/\s+/).filter((w) =>
-    /^(-P|--permission-set|--allow-|--deny-|-A$|--unstable-)/.test(w)
+    /^(-P|--permission-set|--allow-|--deny-|-A$|--unstable-|--v8-flags=)/.test(w)
   )
     .sort();
 }
@@ -33,12 +36,13 @@ Deno.test("the Dockerfile builds with the pinned Deno and runs on distroless cc,
   for (const image of froms) assertMatch(image, /:[\w.-]+$/, `${image} is pinned by tag`);
 });
 
-Deno.test("deno task compile grants exactly the permissions deno task start runs with, and never -A", () => {
+Deno.test("deno task compile grants exactly the permissions and V8 flags deno task start runs with, and never -A", () => {
   const start = permissionFlags(denoJson.tasks.start!);
   const compile = permissionFlags(denoJson.tasks.compile!);
   assertEquals(compile, start);
   assert(!compile.includes("-A") && !compile.some((f) => f.startsWith("--allow-all")), "no -A");
   assert(start.includes("-P=sluice"), "the permission set named in deno.json");
+  assert(start.some((f) => f.startsWith("--v8-flags=")), "the V8 flags are compared too");
   assert("sluice" in denoJson.permissions, "deno.json defines the permission set");
 });
 
@@ -47,7 +51,31 @@ Deno.test("the image's entrypoint is the binary deno task compile writes", () =>
   assertEquals(output, "dist/sluice");
   assertMatch(dockerfile, /COPY --from=build \/src\/dist\/sluice \/sluice/);
   assertMatch(dockerfile, /^ENTRYPOINT \["\/sluice"\]$/m);
-  assertMatch(dockerfile, /^RUN deno task compile$/m);
+  assertMatch(
+    dockerfile,
+    /^RUN --mount=type=bind,target=\/context \\\n.*\n\s+&& deno task compile$/m,
+  );
+});
+
+Deno.test("a denort binary given as DENORT_BIN reaches the compile step, and only the program's files enter the build", async () => {
+  assertMatch(dockerfile, /^ARG DENORT_BIN$/m);
+  // The path is taken inside the mounted build context, and left unset when not given
+  // (deno compile would otherwise read an empty path).
+  assertMatch(
+    dockerfile,
+    /export DENORT_BIN="\/context\/\$\{DENORT_BIN\}"; else unset DENORT_BIN; fi/,
+  );
+  const ignore = (await Deno.readTextFile(new URL(".dockerignore", root))).split("\n")
+    .filter((line) => line !== "" && !line.startsWith("#"));
+  assertEquals(ignore, ["*", "!deno.json", "!deno.lock", "!main.ts", "!lib/", "!denort*"]);
+  for (const copied of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
+    for (const source of copied[1]!.split(" ")) {
+      assert(
+        ignore.includes(`!${source}`) || ignore.includes(`!${source}/`),
+        `${source} is admitted`,
+      );
+    }
+  }
 });
 
 Deno.test("deno task compile embeds the Web Worker module the program starts, and writes no code cache", async () => {
@@ -80,7 +108,8 @@ Deno.test("the permission set grants only the sys information the program reads"
   // lookup's home directory (uid). Every end-to-end test runs the program with this set.
   assertEquals(set.sys, ["hostname", "uid"]);
   assert(!("write" in set) && !("run" in set), "no write or run");
-  // FFI only to glibc, whose setsockopt() gives TLS connections TCP_NODELAY (lib/server/native_socket.ts).
+  // FFI only to glibc (lib/server/native_socket.ts): setsockopt() for TCP_NODELAY on TLS
+  // connections, getsockopt() for TCP_INFO, and shutdown() for the connection reaper.
   assertEquals(set.ffi, Object.values(LIBC_PATHS));
 });
 

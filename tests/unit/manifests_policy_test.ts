@@ -223,6 +223,12 @@ Deno.test("the Deployment's arguments parse, and its container ports are the por
   assertEquals(ingressClass.spec.controller, config.controllerName);
   assertEquals(ingressClass.metadata.name, config.ingressClass);
   assertEquals(config.publishService, `${service.metadata.namespace}/${service.metadata.name}`);
+  // Namespaces come from the pod (downward API), so an overlay that moves everything to another
+  // namespace (kustomize's `namespace:` rewrites objects, not argument text) still publishes.
+  for (const flag of ["--publish-service", "--election-namespace"]) {
+    const arg = (container.args as string[]).find((a) => a.startsWith(`${flag}=`));
+    assertMatch(arg ?? "", /=\$\(POD_NAMESPACE\)(\/|$)/, `${flag} takes the pod's namespace`);
+  }
   assertEquals(container.env.map((e: Obj) => e.valueFrom.fieldRef.fieldPath).sort(), [
     "metadata.name",
     "metadata.namespace",
@@ -342,7 +348,8 @@ Deno.test("the program calls only Deno APIs the sluice permission set allows", a
       }
     }
   }
-  // FFI is granted for glibc's path only, and only the module that sets TCP_NODELAY uses it.
+  // FFI is granted for glibc's path only, and only the socket module uses it (TCP_NODELAY,
+  // TCP_INFO, shutdown(2)).
   if (Array.isArray(set.ffi)) allowed.add("ffi");
   assertEquals(used.get("ffi") ?? [], ["lib/server/native_socket.ts"], "FFI users");
   const outside = [...used].filter(([needs]) => !allowed.has(needs));
