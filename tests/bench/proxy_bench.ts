@@ -365,39 +365,34 @@ async function main(): Promise<void> {
     };
     const sluice1 = sluice(sluice1Port, sluice1TlsPort, 1);
     const sluiceN = sluice(sluiceNPort, sluiceNTlsPort, CPUS);
-    const [floorCmd, floorArgs] = pinned(1, DENO, [
-      "run",
-      "--allow-net",
-      ...SLUICE_FLAGS,
-      FLOOR,
+    // The one-thread contenders (pinned to CPU 1 with --pin), each printing a ready line.
+    const oneCore = (permissions: string[], script: string, args: string[]) => {
+      const [cmd, cmdArgs] = pinned(1, DENO, [
+        "run",
+        ...permissions,
+        ...SLUICE_FLAGS,
+        script,
+        ...args,
+      ]);
+      return new Deno.Command(cmd, {
+        args: cmdArgs,
+        cwd: ROOT,
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+    };
+    const floor = oneCore(["--allow-net"], FLOOR, [
       "--port",
       String(floorPort),
       "--backend",
       `127.0.0.1:${backendPort}`,
     ]);
-    const floor = new Deno.Command(floorCmd, {
-      args: floorArgs,
-      cwd: ROOT,
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    const [aloneCmd, aloneArgs] = pinned(1, DENO, [
-      "run",
-      "--allow-net",
-      "--allow-read",
-      ...SLUICE_FLAGS,
-      ALONE,
+    const alone = oneCore(["--allow-net", "--allow-read"], ALONE, [
       "--port",
       String(alonePort),
       "--root",
       `${dir}/www`,
     ]);
-    const alone = new Deno.Command(aloneCmd, {
-      args: aloneArgs,
-      cwd: ROOT,
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
     children.push(sluice1, sluiceN, floor, alone);
     const readyLine = async (child: Deno.ChildProcess) => {
       const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
