@@ -7,6 +7,11 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { hostCoveredBy, normaliseRuleHost } from "./hosts.ts";
 
+/** A host of `length` characters: four labels, the last three of 63. */
+function nameOf(length: number): string {
+  return `${"a".repeat(length - 3 * 64)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(63)}`;
+}
+
 Deno.test("normaliseRuleHost() lowercases, drops a trailing dot and rejects what the spec forbids", () => {
   const cases: [unknown, string | null][] = [
     [undefined, ""],
@@ -26,8 +31,28 @@ Deno.test("normaliseRuleHost() lowercases, drops a trailing dot and rejects what
     ["10.0.0.1", null],
     ["[::1]", null],
     ["under_score.test", null],
+    // RFC 1123 labels, as Kubernetes checks a rule host (IsDNS1123Subdomain): letters, digits
+    // and hyphens, a letter or digit at each end, no empty label.
     ["-lead.test", null],
+    ["trail-.test", null],
+    ["shop.test-", null],
+    ["shop.-test", null],
+    ["-", null],
+    ["*.-lead.test", null],
+    ["*.trail-.test", null],
+    ["a-b--c.test", "a-b--c.test"],
+    ["a.b-c.d", "a.b-c.d"],
+    ["0.test", "0.test"],
     ["a..b", null],
+    [".a.test", null],
+    ["a.test..", null],
+    [".", null],
+    ["*..test", null],
+    // A 64-character label passes: Kubernetes caps only the whole name (253), not a label (63).
+    [`${"a".repeat(63)}.test`, `${"a".repeat(63)}.test`],
+    [`${"a".repeat(64)}.test`, `${"a".repeat(64)}.test`],
+    [nameOf(253), nameOf(253)],
+    [nameOf(254), null],
     ["a".repeat(254), null],
     [5, null],
   ];
