@@ -189,9 +189,9 @@ export const ROUTE_CASES: readonly RouteCase[] = [
     requests: [[H, "/search?q=1", "search"], [H, "/search/?q=1", "root"], [H, "/?/search", "root"]],
   },
   {
-    name: "an empty path is read as /",
+    name: "an empty path, or one empty before its query, is read as /",
     ingresses: paths(["/", "Exact", "root"]),
-    requests: [[H, "", "root"], [H, "/", "root"]],
+    requests: [[H, "", "root"], [H, "/", "root"], [H, "?q=1", "root"], [H, "?", "root"]],
   },
   {
     name: "repeated slashes in a request are elements of their own",
