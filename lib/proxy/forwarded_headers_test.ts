@@ -45,6 +45,144 @@ Deno.test("forwardRequestHeaders() keeps order, case and duplicates and appends 
   ]);
 });
 
+/** What Sluice appends for an untrusted peer on plain HTTP port 80, authority `a`. */
+function appended(requestId = "generated-id"): [string, string][] {
+  return [
+    ["X-Request-ID", requestId],
+    ["X-Real-IP", "203.0.113.7"],
+    ["X-Forwarded-For", "203.0.113.7"],
+    ["X-Forwarded-Host", "a"],
+    ["X-Forwarded-Port", "80"],
+    ["X-Forwarded-Proto", "http"],
+  ];
+}
+
+Deno.test("forwardRequestHeaders() sends one Host, drops underscore spellings of its own fields and keeps only a sane request id, row by row", () => {
+  const cases: [name: string, client: [string, string][], sent: [string, string][]][] = [
+    // Host: always exactly one, holding the authority, where the client's first one was. HTTP/1.x
+    // listeners refuse a second Host (Deno.serve answers 400); an h2 or h2c client's second `host`
+    // field reaches the handler.
+    ["two Host fields", [["Host", "a"], ["Host", "b"]], [["Host", "a"], ...appended()]],
+    ["two equal Host fields", [["Host", "a"], ["Host", "a"]], [["Host", "a"], ...appended()]],
+    [
+      "Host fields in two spellings",
+      [["host", "b"], ["Accept", "*/*"], ["HOST", "c"]],
+      [["host", "a"], ["Accept", "*/*"], ...appended()],
+    ],
+    [
+      "h2: two host fields after other fields",
+      [["accept", "*/*"], ["host", "b"], ["host", "c"]],
+      [["accept", "*/*"], ["host", "a"], ...appended()],
+    ],
+    ["h2: no host field", [["accept", "*/*"]], [["host", "a"], ["accept", "*/*"], ...appended()]],
+    // CGI-style backends (PHP, WSGI, Rack) read `X_Forwarded_For` as `X-Forwarded-For`.
+    ["X_Forwarded_For", [["Host", "a"], ["X_Forwarded_For", "1.2.3.4"]], [
+      ["Host", "a"],
+      ...appended(),
+    ]],
+    ["x_forwarded_for", [["Host", "a"], ["x_forwarded_for", "1.2.3.4"]], [
+      ["Host", "a"],
+      ...appended(),
+    ]],
+    ["X-Forwarded_For", [["Host", "a"], ["X-Forwarded_For", "1.2.3.4"]], [
+      ["Host", "a"],
+      ...appended(),
+    ]],
+    ["X_Forwarded-For", [["Host", "a"], ["X_Forwarded-For", "1.2.3.4"]], [
+      ["Host", "a"],
+      ...appended(),
+    ]],
+    ["X_Real_IP", [["Host", "a"], ["X_Real_IP", "1.2.3.4"]], [["Host", "a"], ...appended()]],
+    ["X_Forwarded_Host", [["Host", "a"], ["X_Forwarded_Host", "evil"]], [
+      ["Host", "a"],
+      ...appended(),
+    ]],
+    ["X_Forwarded_Port", [["Host", "a"], ["X_Forwarded_Port", "1"]], [
+      ["Host", "a"],
+      ...appended(),
+    ]],
+    [
+      "X_Forwarded_Proto",
+      [["Host", "a"], ["X_Forwarded_Proto", "https"]],
+      [["Host", "a"], ...appended()],
+    ],
+    [
+      "X_Request_ID (dropped, and not taken as the id)",
+      [["Host", "a"], ["X_Request_ID", "client-id"]],
+      [["Host", "a"], ...appended()],
+    ],
+    [
+      "underscores in a name Sluice does not set",
+      [["Host", "a"], ["X_Custom_Field", "1"], ["Accept_Language", "en"]],
+      [["Host", "a"], ["X_Custom_Field", "1"], ["Accept_Language", "en"], ...appended()],
+    ],
+    // X-Request-ID: kept when 1 to 200 visible ASCII characters (trimmed), else generated.
+    [
+      "a 200-character request id",
+      [["Host", "a"], ["X-Request-ID", "r".repeat(200)]],
+      [["Host", "a"], ...appended("r".repeat(200))],
+    ],
+    [
+      "a 201-character request id",
+      [["Host", "a"], ["X-Request-ID", "r".repeat(201)]],
+      [["Host", "a"], ...appended()],
+    ],
+    [
+      "a padded request id",
+      [["Host", "a"], ["X-Request-ID", "  id-1 "]],
+      [["Host", "a"], ...appended("id-1")],
+    ],
+    ["an empty request id", [["Host", "a"], ["X-Request-ID", ""]], [["Host", "a"], ...appended()]],
+    [
+      "a request id with a space",
+      [["Host", "a"], ["X-Request-ID", "a b"]],
+      [["Host", "a"], ...appended()],
+    ],
+    [
+      "a request id with a non-ASCII character",
+      [["Host", "a"], ["X-Request-ID", "idé"]],
+      [["Host", "a"], ...appended()],
+    ],
+    [
+      "two request ids: the first counts",
+      [["Host", "a"], ["X-Request-ID", "first"], ["X-Request-ID", "second"]],
+      [["Host", "a"], ...appended("first")],
+    ],
+  ];
+  for (const [name, client, sent] of cases) {
+    const out = forwardRequestHeaders(
+      client,
+      { ...context, authority: "a", scheme: "http", port: 80 },
+      untrusted,
+    );
+    assertEquals(out.headers, sent, name);
+    assertEquals(out.requestId, sent.find(([n]) => n === "X-Request-ID")?.[1], name);
+  }
+});
+
+Deno.test("forwardRequestHeaders() from a trusted proxy still drops underscore spellings rather than believe them", () => {
+  const out = forwardRequestHeaders(
+    [
+      ["Host", "a"],
+      ["X-Forwarded-For", "198.51.100.1"],
+      ["X_Forwarded_For", "192.0.2.66"],
+      ["X_Forwarded_Host", "evil"],
+      ["X_Forwarded_Proto", "https"],
+    ],
+    { ...context, authority: "a", peer: "10.9.9.9", scheme: "http", port: 80 },
+    trusted,
+  );
+  assertEquals(out.headers, [
+    ["Host", "a"],
+    ["X-Request-ID", "generated-id"],
+    ["X-Real-IP", "198.51.100.1"],
+    ["X-Forwarded-For", "198.51.100.1, 10.9.9.9"],
+    ["X-Forwarded-Host", "a"],
+    ["X-Forwarded-Port", "80"],
+    ["X-Forwarded-Proto", "http"],
+  ]);
+});
+
 Deno.test("forwardRequestHeaders() removes hop-by-hop fields and whatever Connection names", () => {
   const out = forwardRequestHeaders(
     [

@@ -15,7 +15,7 @@ import {
   patternSha256,
   startEchoBackend,
 } from "../../tests/support/echo_backend.ts";
-import { closeQuietly, latin1 } from "../../tests/support/raw_http.ts";
+import { closeQuietly, latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
@@ -24,6 +24,7 @@ import {
   startScriptedBackend,
 } from "../../tests/support/scripted_backend.ts";
 import {
+  connectTo,
   type H2Stream,
   type H2World,
   openH2,
@@ -131,6 +132,9 @@ Deno.test("h2: a request routes on :authority, and the Host and X-Forwarded-Host
         [get("a.test:8443", "/x", [["host", "b.test:9"]]), "a", "a.test:8443"],
         // No :authority: the host field names the target (RFC 9113 section 8.3.1).
         [get(undefined, "/x", [["host", "b.test"]]), "b", "b.test"],
+        // Two host fields reach the handler over h2 and h2c: the backend still gets one Host.
+        [get("a.test", "/x", [["host", "b.test"], ["host", "b.test"]]), "a", "a.test"],
+        [get(undefined, "/x", [["host", "b.test"], ["host", "a.test"]]), "b", "b.test"],
         // Uppercase authority routes like lowercase; the backend gets it as sent.
         [get("A.TEST"), "a", "A.TEST"],
       ];
@@ -148,6 +152,36 @@ Deno.test("h2: a request routes on :authority, and the Host and X-Forwarded-Host
         );
       }
     }
+  });
+});
+
+Deno.test("http/1.1: two Host fields get 400 from the plain, relaying and HTTPS listeners and reach no backend", async () => {
+  await withEcho(async (world, backends) => {
+    const listeners: [string, () => Promise<Deno.Conn>][] = [
+      ["plain", () => Deno.connect({ hostname: "127.0.0.1", port: world.httpPort })],
+      ["relaying", () => Deno.connect({ hostname: "127.0.0.1", port: world.relayPort })],
+      [
+        "https",
+        () => connectTo(world.httpsPort, { caCerts: [world.caCert], alpn: "http/1.1" }),
+      ],
+    ];
+    const heads = [
+      "Host: a.test\r\nHost: b.test\r\n",
+      "Host: a.test\r\nHost: a.test\r\n",
+      "Host: a.test\r\nhost: a.test\r\n",
+    ];
+    for (const [listener, open] of listeners) {
+      for (const head of heads) {
+        const what = `${listener} ${JSON.stringify(head)}`;
+        using conn = RawConnection.wrap(await open());
+        await conn.send(`GET /x HTTP/1.1\r\n${head}\r\n`);
+        assertEquals((await conn.readResponse()).status, 400, what);
+        assert(await conn.closedByPeer(), `${what}: the connection stays open`);
+      }
+    }
+    // Deno.serve refuses them before the handler: nothing was logged, nothing forwarded.
+    assertEquals(world.accessLog, []);
+    assertEquals(backends.map((b) => b.requests.length), [0, 0]);
   });
 });
 
