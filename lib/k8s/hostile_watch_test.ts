@@ -3,7 +3,8 @@
  * `JsonLinesStream` (lines split at every byte, malformed lines, a 10 MB line,
  * torn and failing streams), then odd but well-framed events through
  * `KubeClient.watch()` and the `Reflector` (ERROR events with a Status,
- * unknown types, BOOKMARKs without a resourceVersion, objects without names).
+ * unknown types, BOOKMARKs without a resourceVersion, objects without names,
+ * a watch that goes silent without closing).
  * Bytes reach the client from the scripted loopback server of
  * `tests/support/fake_watch_server.ts`, the only way to hand `fetch` exact bytes.
  *
@@ -18,7 +19,7 @@ import { waitFor, within } from "../../tests/support/wait.ts";
 import { captureLogs } from "../control/_test_logs.ts";
 import { type JsonLine, JsonLinesStream } from "./json_lines.ts";
 import { KubeClient, type KubeObject, type WatchItem } from "./kube_client.ts";
-import { Reflector, type ReflectorEvent } from "./reflector.ts";
+import { Reflector, type ReflectorEvent, type ReflectorOptions } from "./reflector.ts";
 import { INGRESSES } from "./resources.ts";
 
 const encoder = new TextEncoder();
@@ -189,13 +190,23 @@ Deno.test("KubeClient.watch() turns each odd line into an item of a known type a
   }
 });
 
-/** Starts a reflector over `steps` (first watch) and records what reaches the store side. */
-function reflect(steps: readonly WatchStep[]) {
+/**
+ * Starts a reflector over `steps` (first watch; later ones are held open without a byte) and
+ * records what reaches the store side and when each watch request arrived.
+ */
+function reflect(
+  steps: readonly WatchStep[],
+  options: Pick<ReflectorOptions, "watchTimeoutSeconds" | "watchGraceMs"> = {},
+) {
   const logs = captureLogs();
   const delivered: ReflectorEvent[] = [];
+  const watchedAt: number[] = [];
   const server = startFakeWatchServer({
     list: EMPTY_LIST,
-    watch: (_url, n) => n === 0 ? { steps } : undefined,
+    watch: (_url, n) => {
+      watchedAt.push(performance.now());
+      return n === 0 ? { steps } : undefined;
+    },
   });
   const reflector = new Reflector({
     client: new KubeClient(server.access),
@@ -204,11 +215,13 @@ function reflect(steps: readonly WatchStep[]) {
     logger: logs.logger,
     minWatchMs: 0,
     backoff: { initialMs: 10, maxMs: 20 },
+    ...options,
   });
   reflector.start();
   return {
     logs,
     delivered,
+    watchedAt,
     server,
     reflector,
     async [Symbol.asyncDispose]() {
@@ -302,6 +315,38 @@ Deno.test("Reflector answers an ERROR event with an empty or odd Status as a fai
     assertEquals(run.reflector.status.restarts, 1, JSON.stringify(object));
     assertEquals(run.reflector.status.relists, 0, JSON.stringify(object));
   }
+});
+
+Deno.test("Reflector gives up on a watch gone silent at its own deadline and resumes from the last resourceVersion", async () => {
+  // The server's timeout (1 s) plus the grace (500 ms): past it the client stops waiting.
+  const deadlineMs = 1_500;
+  // One change, then nothing: no byte and no close, as from a server whose connection went
+  // half-open (a node or a NAT entry gone). Only the client's own deadline ends such a watch.
+  await using run = reflect([{ send: `${event("ADDED", "a", "11")}\n` }], {
+    watchTimeoutSeconds: [1, 1],
+    watchGraceMs: 500,
+  });
+  await waitFor("the change", () => run.reflector.status.events === 1);
+  await waitFor("a second watch", () => run.server.watches.length === 2, {
+    timeoutMs: deadlineMs + 5_000,
+  });
+  const waited = run.watchedAt[1]! - run.watchedAt[0]!;
+  // Not before the deadline (less the first request's way to the server), not long after it.
+  assert(waited >= deadlineMs - 250, `watched again after ${Math.round(waited)} ms`);
+  assert(waited < deadlineMs + 2_000, `watched again after ${Math.round(waited)} ms`);
+  // Before resuming, one LIST asks whether the server still has that resourceVersion.
+  const check = run.server.requests.find((url) =>
+    url.searchParams.get("resourceVersionMatch") === "NotOlderThan"
+  );
+  assertEquals(check?.searchParams.get("resourceVersion"), "11");
+  assertEquals(run.server.watches.map((url) => url.searchParams.get("resourceVersion")), [
+    "10",
+    "11",
+  ]);
+  const status = run.reflector.status;
+  assertEquals([status.lists, status.relists, status.restarts, status.events], [1, 0, 1, 1]);
+  assert(status.lastError?.includes("outlived its deadline"), status.lastError);
+  assertEquals(run.delivered.map((e) => e.type), ["replace", "upsert"]);
 });
 
 // Was a bug (a CI run's teardown hung 8m41s, then passed): stop() that came while a LIST (or a

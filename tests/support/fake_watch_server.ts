@@ -1,7 +1,8 @@
 /**
  * A scripted, plain-HTTP stand-in for the Kubernetes API, on loopback, for the
  * only faults the real API server cannot be made to produce on demand: a
- * watch stream torn mid-line and malformed lines. Everything else is tested
+ * watch stream torn mid-line, malformed lines, and a watch that goes silent
+ * without closing (a half-open connection). Everything else is tested
  * against the real API server.
  *
  * Speaks raw HTTP/1.1 over `Deno.listen` so that a test controls the bytes:
