@@ -2,8 +2,8 @@
  * How many CPUs this process may use: the machine's count, lowered by a
  * cgroup CPU quota (a Kubernetes CPU limit). `navigator.hardwareConcurrency`
  * reports the node's CPUs, so without this a pod limited to 1 CPU on a 64-CPU
- * node would start 64 serving workers (each about 80 MB). The default of
- * `--workers`.
+ * node would start 64 serving workers, each a Web Worker with its own heap.
+ * The default of `--workers`.
  *
  * @module
  */

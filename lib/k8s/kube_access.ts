@@ -7,7 +7,8 @@
  *
  * `@kubernetes/client-node` parses the kubeconfig and runs credential
  * plugins, but in a short-lived Web Worker (`kube_config_worker.ts`): loaded
- * in the main isolate it would hold ~70 MiB for the life of the process.
+ * in the main isolate it would hold its memory for the life of the process
+ * (docs/benchmarks.md, "Control plane memory").
  * The worker hands back plain data (`kube_config.ts`) and is terminated,
  * except for plugin credentials (exec, oidc, …), which it keeps answering.
  * A token file (the in-cluster service account) is re-read here every

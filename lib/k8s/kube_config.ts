@@ -6,7 +6,7 @@
  *
  * Works on a `KubeConfig` handed in and imports only types from
  * `@kubernetes/client-node`, so that the main isolate never loads that
- * package (~70 MiB): `kube_config_worker.ts` creates the `KubeConfig` and
+ * package (a large one): `kube_config_worker.ts` creates the `KubeConfig` and
  * calls this in a short-lived Web Worker. Knows nothing of `fetch`,
  * `Deno.HttpClient`, resources or watches.
  *

@@ -1,7 +1,7 @@
 /**
  * Entry of the Web Worker that reads the kubeconfig (started by
  * `kube_access.ts`). It alone imports `@kubernetes/client-node`, whose
- * generated API costs the isolate that loads it ~70 MiB: the main isolate
+ * generated API costs the isolate that loads it much memory: the main isolate
  * receives plain data and terminates the worker, unless the user's
  * credentials come from a plugin (exec, oidc, …), in which case the worker
  * stays to answer `headers` requests.

@@ -1,8 +1,8 @@
 /**
  * The access log's own writer: one JSON object per request, encoded by hand
  * and written to standard error in batches, because LogTape's per-record
- * formatting and stream sink cost the proxy over 40% of its throughput
- * (measured with `deno task bench:access-log`). Lines look like every other
+ * formatting and stream sink cost the proxy a large share of its throughput
+ * (`deno task bench:access-log`; docs/benchmarks.md). Lines look like every other
  * Sluice log line (`@timestamp`, `level`, `logger`, `component`, `message`)
  * followed by the request's fields.
  *

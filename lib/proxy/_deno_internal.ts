@@ -18,8 +18,8 @@
  * streamed response body and makes a request body's chunks (see there), and
  * the same test file fails loudly if that changes.
  *
- * Not here (investigated, see the report): a raw upgrade of a `Deno.serve`
- * connection. Deno 2.9.6's `_wantsUpgrade` only implements `upgradeWebSocket`;
+ * Not here (see docs/deno-workarounds.md, section 12): a raw upgrade of a
+ * `Deno.serve` connection. Deno 2.9.6's `_wantsUpgrade` only implements `upgradeWebSocket`;
  * `upgradeHttpRaw` is gone, so WebSockets are relayed message by message.
  *
  * @module
@@ -99,9 +99,9 @@ function findRequestSymbol(req: Request): symbol | undefined {
  * freed the moment it has sent them.
  *
  * Why it matters: a proxy relaying large bodies makes a fresh 256 KiB chunk
- * per read. Left to the garbage collector, tens of MiB of sent chunks wait
- * for the next collection; measured on the benchmark's floor proxy (1 MiB
- * responses, 64 connections), peak RSS went from 195 to 144 MiB.
+ * per read. Left to the garbage collector, sent chunks pile up until the next
+ * collection and raise the peak RSS under load (docs/benchmarks.md,
+ * "Streamed bodies").
  *
  * Never for a body read by JavaScript (`Response.arrayBuffer()`, a reader
  * that keeps chunks): it would see empty chunks. `_deno_internal_test.ts`
@@ -125,9 +125,9 @@ export function releaseTakenChunk(chunk: Uint8Array<ArrayBuffer>): void {
  * a finished write no longer references the bytes. `_deno_internal_test.ts`
  * fails loudly if Deno starts handing out views of a shared buffer.
  *
- * Why it matters: measured with a 1 GiB upload through Sluice, RSS rose by
- * 32–40 MiB while it streamed (dead 64 KiB chunks waiting for a collection);
- * with the release, by 3–4 MiB.
+ * Why it matters: during a long upload, dead 64 KiB chunks wait for a
+ * collection and raise RSS while it streams (docs/benchmarks.md, "Streamed
+ * bodies").
  */
 export function releaseWrittenChunk(chunk: Uint8Array<ArrayBuffer>): void {
   detach(chunk);

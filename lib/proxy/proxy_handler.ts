@@ -206,8 +206,8 @@ const BUFFER_BODY_BYTES = 64 * 1024;
 /**
  * How long an HTTP/2 body of unknown length waits for a reset to show before
  * its end is forwarded: Deno 2.9.6 ends such a body cleanly when the client
- * resets the stream and aborts the request signal 0.1 to 2.2 ms later
- * (measured); see `UpstreamRequest.confirmBodyEndMs`.
+ * resets the stream and aborts the request signal only a moment later (see
+ * docs/deno-workarounds.md, "HTTP/2", and `UpstreamRequest.confirmBodyEndMs`).
  */
 const H2_BODY_END_GRACE_MS = 10;
 const TEXT = "text/plain; charset=utf-8";
@@ -632,7 +632,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       // No statusText: Deno writes the standard reason phrase anyway, and an odd one must not fail.
       // Fields are appended after construction: Deno 2.9.6 converts a `headers` init through
       // WebIDL (a copy of every pair, a ByteString scan of every value) and then builds a
-      // native response it drops again; appending skips both (measured: half the cost).
+      // native response it drops again; appending skips both (docs/benchmarks.md).
       response = upstream.status === 200
         ? new Response(upstream.body)
         : new Response(upstream.body, { status: upstream.status });

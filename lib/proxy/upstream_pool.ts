@@ -98,7 +98,7 @@ const defaultConnect: Connector = async (options) => {
     signal: options.signal,
   });
   // Without it, a small write after another (a short chunk, a WebSocket frame) waits for
-  // the peer's delayed ACK: measured 30 MB/s instead of 300+ on chunked uploads.
+  // the peer's delayed ACK, which slows chunked uploads badly (docs/benchmarks.md).
   conn.setNoDelay(true);
   return conn;
 };

@@ -472,10 +472,9 @@ class Relay implements WebSocketRelay {
 
   /**
    * Unhooks the ended relay from the client socket. Deno 2.9.6 keeps a
-   * server WebSocket whose client vanished without a close frame for 5 to
-   * 15 s more (about 4 KB each, measured with `tests/bench/soak_bench.ts`);
-   * through its handlers it also kept the relay (the decoder's 16 KiB
-   * buffer and more), five times as much, for as long.
+   * server WebSocket whose client vanished without a close frame for some
+   * seconds more; through its handlers it also kept the relay (the decoder's
+   * 16 KiB buffer and more) for as long (docs/benchmarks.md, "Soak").
    */
   #detach(): void {
     const socket = this.#socket;

@@ -13,10 +13,8 @@
  * option. Without it, a response written in more than one piece (an SSE or
  * chunked stream, or any body larger than one relay write of 16 KiB) waits
  * for the client's delayed ACK, about 40 ms, whenever a small segment is
- * still unacknowledged: measured on a 1500-byte MTU veth pair, three 100-byte
- * chunks 5 ms apart took 44 ms instead of 13, and 64 KiB responses had a p99
- * of 45 ms instead of 8 (on loopback, with its 64 KiB MSS, every such
- * response waited). Linux copies `TCP_NODELAY` from a listening socket to the
+ * still unacknowledged (what that costs: docs/benchmarks.md, "HTTPS and
+ * `TCP_NODELAY`"). Linux copies `TCP_NODELAY` from a listening socket to the
  * sockets it accepts, so setting it once on each listening socket is enough.
  * The sweep may touch a socket that another thread (another worker) opens or
  * closes meanwhile: setting `TCP_NODELAY` is harmless on any TCP socket, a
@@ -63,13 +61,14 @@ export const LIBC_PATHS: Readonly<Record<string, string>> = {
 
 /**
  * Descriptor numbers tried, from 0, when `/proc/self/fd` cannot be listed
- * (no `/proc`): 12-20 ms per 65,536 here.
+ * (no `/proc`).
  */
 const FALLBACK_DESCRIPTORS = 65_536;
 
 /**
- * Descriptors examined between two yields to the event loop: at most about
- * 50 ms of work (a socket on the port takes about 11 µs with its `TCP_INFO`).
+ * Descriptors examined between two yields to the event loop, so that a sweep
+ * through many sockets never holds the thread for long (the cost per socket
+ * is in docs/benchmarks.md).
  */
 const SWEEP_SLICE = 4_096;
 

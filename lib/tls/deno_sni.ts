@@ -27,7 +27,7 @@
  * held each keep-alive response about 40 ms. The serve functions stay here
  * for the tests that pin these behaviours.
  *
- * Caveats, measured on Deno 2.9.6 (see `shared/DENO-FACTS.md` 14-17):
+ * Caveats, measured on Deno 2.9.6 (see docs/deno-workarounds.md, 1 to 3):
  * - Deno caches the resolver's answer per server name for the listener's
  *   whole life, failures included: a renewed certificate is never picked up
  *   by that listener, and every distinct name a client sends adds an entry

@@ -5,8 +5,8 @@
  * (`createProxyHandler`), configured by `WorkerConfig.handlerOptions`
  * ({@linkcode SluiceHandlerOptions}). Counts every request in the worker's
  * own metrics registry and writes the access log (its own batched writer,
- * `lib/log/access_log.ts`: LogTape's per-record path cost over 40% of the
- * proxy's throughput).
+ * `lib/log/access_log.ts`: LogTape's per-record path cost a large share of
+ * the proxy's throughput).
  *
  * @module
  */
