@@ -1,5 +1,9 @@
 import { deepStrictEqual as assertEquals, ok, rejects, strictEqual } from "node:assert/strict";
+import { assert } from "../../tests/support/assert.ts";
 import { patternBytes, patternSha256, startEchoBackend } from "../../tests/support/echo_backend.ts";
+import { concatBytes, latin1 } from "../../tests/support/raw_http.ts";
+import { startScriptedBackend } from "../../tests/support/scripted_backend.ts";
+import { waitFor } from "../../tests/support/wait.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
@@ -417,5 +421,254 @@ Deno.test("clientSignal: an exchange still waiting watches the client, and its l
       pool.close();
       await server.close();
     }
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Framing, both ways, against a raw backend (tests/support/scripted_backend.ts)
+// ---------------------------------------------------------------------------
+
+/** Short enough that a framing bug that waits for bytes never sent fails fast instead of hanging. */
+const FRAMING_IO_TIMEOUT_MS = 2_000;
+
+/** A response body read to its end: the bytes that arrived (latin1), and whether it failed. */
+async function readBody(
+  body: Uint8Array | ReadableStream<Uint8Array> | null,
+): Promise<{ text: string; failed: boolean }> {
+  if (body === null) return { text: "", failed: false };
+  if (body instanceof Uint8Array) return { text: latin1(body), failed: false };
+  const parts: Uint8Array[] = [];
+  const reader = body.getReader();
+  try {
+    for (let next = await reader.read(); !next.done; next = await reader.read()) {
+      parts.push(next.value);
+    }
+    return { text: latin1(concatBytes(parts)), failed: false };
+  } catch {
+    return { text: latin1(concatBytes(parts)), failed: true };
+  }
+}
+
+/** What the backend sends after the first answer, to any request on any connection. */
+const NEXT = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext";
+
+Deno.test("sendUpstream() reads a response exactly to its framing, and pools its connection only after a well-framed exchange", async () => {
+  const big = latin1(patternBytes(0, 100_000));
+  const cases: {
+    name: string;
+    method?: string;
+    /** The backend's whole answer to the first request, written at once; the socket stays open. */
+    answer: string;
+    /** The body bytes relayed, and whether the body failed. */
+    body: { text: string; failed: boolean };
+    /** Whether the next request goes over the same connection. */
+    reused: boolean;
+  }[] = [
+    {
+      name: "Content-Length, read whole, with bytes past its end",
+      answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA",
+      body: { text: "hello", failed: false },
+      reused: false,
+    },
+    {
+      name: "Content-Length, streamed (over 64 KiB), with bytes past its end",
+      answer: `HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}EXTRA`,
+      body: { text: big, failed: false },
+      reused: false,
+    },
+    {
+      name: "Content-Length, nothing past its end",
+      answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+      body: { text: "hello", failed: false },
+      reused: true,
+    },
+    {
+      name: "chunked, with extensions and trailers",
+      answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+        "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\nX-Other: 2\r\n\r\n",
+      body: { text: "hello world", failed: false },
+      reused: true,
+    },
+    {
+      name: "chunked, without trailers",
+      answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      body: { text: "hello", failed: false },
+      reused: true,
+    },
+    {
+      name: "chunked, chunk data longer than its size",
+      answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n",
+      body: { text: "hel", failed: true },
+      reused: false,
+    },
+    {
+      name: "chunked, chunk data not followed by CRLF",
+      answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX\r\n0\r\n\r\n",
+      body: { text: "hello", failed: true },
+      reused: false,
+    },
+    {
+      name: "Connection: close, the socket left open",
+      answer: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+      body: { text: "ok", failed: false },
+      reused: false,
+    },
+    {
+      name: "HTTP/1.0 without keep-alive, the socket left open",
+      answer: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+      body: { text: "ok", failed: false },
+      reused: false,
+    },
+    {
+      name: "304 with the Content-Length of the representation, no body",
+      answer: 'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\nContent-Length: 5\r\n\r\n',
+      body: { text: "", failed: false },
+      reused: true,
+    },
+    {
+      name: "204 with a Content-Length, no body",
+      answer: "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+      body: { text: "", failed: false },
+      reused: true,
+    },
+    {
+      name: "HEAD answered with the Content-Length a GET would get, no body",
+      method: "HEAD",
+      answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+      body: { text: "", failed: false },
+      reused: true,
+    },
+  ];
+  for (const { name, method, answer, body, reused } of cases) {
+    let answered = 0;
+    const backend = startScriptedBackend(async (conn) => {
+      while ((await conn.readHead()) !== null) await conn.write(answered++ === 0 ? answer : NEXT);
+    });
+    const pool = new UpstreamPool({ ioTimeoutMs: FRAMING_IO_TIMEOUT_MS });
+    const endpoint = { address: "127.0.0.1", port: backend.port };
+    try {
+      const first = await sendUpstream(pool, endpoint, {
+        ...get("/first"),
+        method: method ?? "GET",
+      });
+      assertEquals(await readBody(first.body), body, name);
+      assertEquals((await first.done).complete, !body.failed, name);
+      const second = await sendUpstream(pool, endpoint, get("/second"));
+      assertEquals(await readBody(second.body), { text: "next", failed: false }, name);
+      assertEquals(backend.connections.length, reused ? 1 : 2, `${name}: connections used`);
+    } finally {
+      pool.close();
+      await backend.close();
+    }
+  }
+});
+
+Deno.test("sendUpstream() refuses a request whose framing fields disagree with its body, and the backend never gets it whole", async () => {
+  const bytes = (text: string) => new TextEncoder().encode(text);
+  const stream = (...chunks: string[]) =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(bytes(chunk));
+        controller.close();
+      },
+    });
+  const post = (headers: [string, string][], body: UpstreamRequest["body"], length?: number) => ({
+    method: "POST",
+    target: "/upload",
+    headers: [["Host", "backend.test"], ...headers] as [string, string][],
+    body,
+    contentLength: length,
+  });
+  // [name, request, what reaches the backend: nothing at all, or a head and part of its body]
+  const cases: [string, UpstreamRequest, "nothing" | "partial"][] = [
+    ["3 bytes, Content-Length 5", post([["Content-Length", "5"]], bytes("abc")), "nothing"],
+    ["5 bytes, Content-Length 3", post([["Content-Length", "3"]], bytes("abcde")), "nothing"],
+    ["no body, Content-Length 5", post([["Content-Length", "5"]], null), "nothing"],
+    ["a listed Content-Length", post([["Content-Length", "3, 5"]], bytes("abc")), "nothing"],
+    [
+      "two Content-Lengths that disagree",
+      post([["Content-Length", "3"], ["Content-Length", "5"]], bytes("abc")),
+      "nothing",
+    ],
+    [
+      "a stream declared 5, Content-Length 6",
+      post([["Content-Length", "6"]], stream("abcde"), 5),
+      "nothing",
+    ],
+    [
+      "a stream of unknown length, Content-Length 5",
+      post([["Content-Length", "5"]], stream("abcde")),
+      "nothing",
+    ],
+    [
+      "Transfer-Encoding from the caller",
+      post([["Transfer-Encoding", "chunked"]], stream("abcde")),
+      "nothing",
+    ],
+    ["a stream declared 5 that ends after 3", post([], stream("abc"), 5), "partial"],
+    ["a stream declared 5 that goes on to 7", post([], stream("abc", "defg"), 5), "partial"],
+  ];
+  for (const [name, request, reached] of cases) {
+    const bodies: { declared: number; got: number }[] = [];
+    const backend = startScriptedBackend(async (conn) => {
+      for (let head = await conn.readHead(); head !== null; head = await conn.readHead()) {
+        const declared = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        const got = await conn.readLength(declared, () => {});
+        bodies.push({ declared, got });
+        if (got < declared) return;
+        await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      }
+    });
+    const pool = new UpstreamPool({ ioTimeoutMs: FRAMING_IO_TIMEOUT_MS });
+    try {
+      await rejects(
+        sendUpstream(pool, { address: "127.0.0.1", port: backend.port }, request),
+        (e: unknown) => e instanceof UpstreamError && e.kind === "client-body",
+        name,
+      );
+      if (reached === "nothing") {
+        assertEquals(backend.connections.length, 0, `${name}: a connection was opened`);
+      } else {
+        await waitFor(`${name}: the backend to see the cut`, () => bodies.length === 1);
+        assert(bodies[0]!.got < bodies[0]!.declared, `${name}: ${JSON.stringify(bodies)}`);
+      }
+    } finally {
+      pool.close();
+      await backend.close();
+    }
+  }
+});
+
+Deno.test("sendUpstream() sends a streamed body of unknown length as chunks a backend reads whole, on both sides of the 64 KiB coalescing size", async () => {
+  const sizes = [1, 5, 65_535, 65_536, 65_537, 100_000];
+  const chunks = sizes.map((size, i) => patternBytes(i * 100_000, size));
+  const sent = concatBytes(chunks);
+  const received: Uint8Array[] = [];
+  let whole: boolean | undefined;
+  const backend = startScriptedBackend(async (conn) => {
+    const head = await conn.readHead();
+    if (head === null || !/\r\ntransfer-encoding: chunked\r\n/i.test(head)) return;
+    whole = await conn.readChunked((data) => received.push(data.slice()));
+    await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  });
+  const pool = new UpstreamPool({ ioTimeoutMs: FRAMING_IO_TIMEOUT_MS });
+  try {
+    const response = await sendUpstream(pool, { address: "127.0.0.1", port: backend.port }, {
+      method: "PUT",
+      target: "/upload",
+      headers: [["Host", "backend.test"]],
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (const chunk of chunks) controller.enqueue(chunk.slice());
+          controller.close();
+        },
+      }),
+    });
+    assertEquals(await readBody(response.body), { text: "ok", failed: false });
+    assertEquals(whole, true, "the chunked framing ended cleanly");
+    assertEquals(concatBytes(received), sent);
+  } finally {
+    pool.close();
+    await backend.close();
   }
 });
