@@ -54,6 +54,14 @@ export interface FakeWatchServer extends AsyncDisposable {
 
 const encoder = new TextEncoder();
 
+/** One watch event line (no newline): `type` for Ingress `shop/<name>` at resourceVersion `rv`. */
+export function watchEvent(type: string, name: string, rv: string): string {
+  return JSON.stringify({
+    type,
+    object: { kind: "Ingress", metadata: { namespace: "shop", name, resourceVersion: rv } },
+  });
+}
+
 function chunk(text: string): Uint8Array {
   const bytes = encoder.encode(text);
   const head = encoder.encode(`${bytes.length.toString(16)}\r\n`);
