@@ -65,6 +65,12 @@ export interface RelayOptions {
    */
   readonly idleTimeoutMs: number;
   /**
+   * By ALPN protocol, the bytes a TLS client that negotiated it must send
+   * first (HTTP/2's connection preface). One that sends anything else is
+   * closed before a byte reaches the inner server. Absent: nothing checked.
+   */
+  readonly prefaces?: ReadonlyMap<string, Uint8Array>;
+  /**
    * Called with a TLS connection given up on in its handshake (at the
    * first-bytes timeout, or `stop()`), after closing it: Deno 2.9.6 did not
    * close its socket (see `native_socket.ts`).
@@ -141,6 +147,12 @@ async function pump(
   }
 }
 
+/** Whether `bytes` begins with `prefix`. */
+function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
+  for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
+  return true;
+}
+
 function closeQuietly(conn: Deno.Conn): void {
   try {
     conn.close();
@@ -189,6 +201,24 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
       });
       first = await Promise.race([conn.read(clientBuffer), timeout]);
       if (first === null || stopped) throw new Error("closed before a request");
+      const preface = tls && options.prefaces !== undefined
+        ? options.prefaces.get((await (conn as Deno.TlsConn).handshake()).alpnProtocol ?? "")
+        : undefined;
+      // Bytes that already differ from the preface end the connection; a preface split over
+      // several reads is waited for (within the first-bytes timeout).
+      while (preface !== undefined) {
+        const n = Math.min(first, preface.length);
+        if (!startsWith(clientBuffer.subarray(0, n), preface.subarray(0, n))) {
+          throw new Error("not the preface of the negotiated protocol");
+        }
+        if (first >= preface.length) break;
+        const more: number | null = await Promise.race([
+          conn.read(clientBuffer.subarray(first)),
+          timeout,
+        ]);
+        if (more === null || stopped) throw new Error("closed before a request");
+        first += more;
+      }
       // Plain TCP: small responses go out at once (a TLS socket cannot set it on Deno 2.9.6).
       if (!tls) (conn as Deno.TcpConn).setNoDelay(true);
       inner = await Deno.connect(options.inner);

@@ -51,6 +51,8 @@ export interface RelayServerOptions {
   readonly onError?: (error: unknown) => Response | Promise<Response>;
   /** See `RelayOptions.onTimeout` in `_connection_relay.ts`. */
   readonly onTimeout?: (reason: Exclude<ClientTimeout, "tls-handshake">) => void;
+  /** See `RelayOptions.prefaces` in `_connection_relay.ts`. */
+  readonly prefaces?: ReadonlyMap<string, Uint8Array>;
   /** See `RelayOptions.onAbandoned` in `_connection_relay.ts`. */
   readonly onAbandoned?: (conn: Deno.Conn<Deno.NetAddr>) => void;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
@@ -127,6 +129,7 @@ export class RelayServer {
       firstBytesTimeoutMs: options.firstBytesTimeoutMs,
       idleTimeoutMs: options.idleTimeoutMs,
       ...(options.onAbandoned === undefined ? {} : { onAbandoned: options.onAbandoned }),
+      ...(options.prefaces === undefined ? {} : { prefaces: options.prefaces }),
       ...(options.onTimeout === undefined ? {} : { onTimeout: options.onTimeout }),
       register: (port, peer) => this.#peers.set(port, peer),
       unregister: (port, peer) => {

@@ -32,6 +32,9 @@
  *   FFI), which the connections it accepts inherit: without it, a response
  *   reaching the TLS socket in several writes (streams, bodies over 16 KiB)
  *   waited about 40 ms for the client's delayed ACK.
+ * - A client that negotiated `h2` and does not open with HTTP/2's
+ *   connection preface is closed unanswered (RFC 9113 §3.4), rather than
+ *   answered as HTTP/1.1 by the inner server.
  * - A connection still in its TLS handshake at the first-bytes timeout (or
  *   at shutdown) is closed, and its socket then shut down through FFI
  *   (`_stalled_sockets.ts`, a batch per second at most): Deno's `close()`
@@ -127,6 +130,16 @@ export interface HttpsListenerStats {
 /** Why a generation was replaced. */
 export type RotationReason = "certificates" | "server-names" | "requested";
 
+/**
+ * RFC 9113 §3.4: a client that negotiated `h2` opens with this preface; an
+ * invalid one is a connection error (PROTOCOL_ERROR), and the GOAWAY may be
+ * omitted since the peer is not speaking HTTP/2. Without the check the inner
+ * server, which also speaks HTTP/1.1, answered such bytes as HTTP/1.1.
+ */
+const ALPN_PREFACES: ReadonlyMap<string, Uint8Array> = new Map([
+  ["h2", new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")],
+]);
+
 /** Default of {@linkcode HttpsListenerOptions.maxServerNames}. */
 export const DEFAULT_MAX_SERVER_NAMES = 1000;
 
@@ -189,6 +202,7 @@ export class HttpsListener implements Listener {
       idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
       localPort: () => localPort,
       onAbandoned: (conn) => this.#stalled.add(conn),
+      prefaces: ALPN_PREFACES,
       ...(onClientTimeout === undefined
         ? {}
         : { onTimeout: (reason: ClientTimeout) => onClientTimeout(reason, 1) }),
