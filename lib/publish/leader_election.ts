@@ -386,7 +386,8 @@ export class LeaderElector {
     };
   }
 
-  #observe(lease: Lease, at: number): void {
+  /** Takes `lease` as the current one; `announce: false` for our own release (logged by it). */
+  #observe(lease: Lease, at: number, announce = true): void {
     this.#lease = lease;
     const record = recordOf(lease.spec);
     if (this.#observed?.record === record) return;
@@ -398,10 +399,14 @@ export class LeaderElector {
     const previous = this.#observed?.holder;
     this.#observed = { record, holder, durationMs, at };
     if (holder !== previous) {
-      this.#logger.info("Lease {lease} is held by {holder}", {
-        lease: this.lease,
-        holder: holder === "" ? "nobody" : holder,
-      });
+      // Our own holding is told by "Started leading", our release by "Released": saying here
+      // that the Lease "is held by" us (or by nobody, as we release it) would come first.
+      if (announce && holder !== this.#identity) {
+        this.#logger.info("Lease {lease} is held by {holder}", {
+          lease: this.lease,
+          holder: holder === "" ? "nobody" : holder,
+        });
+      }
       this.#call("onNewLeader", () => this.#callbacks.onNewLeader?.(holder));
     }
   }
@@ -458,7 +463,7 @@ export class LeaderElector {
             ...lease,
             spec: { ...lease.spec, ...spec },
           }, { signal: controller.signal });
-          this.#observe(written, this.#now());
+          this.#observe(written, this.#now(), false);
           this.#logger.info("Released Lease {lease}", { lease: this.lease });
           return;
         } catch (error) {

@@ -1,6 +1,7 @@
 import { assert, assertEquals, assertThrows } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { KubeApiError } from "../k8s/kube_client.ts";
+import { captureLogs } from "../control/_test_logs.ts";
 import {
   LeaderElector,
   leaderIdentity,
@@ -184,4 +185,28 @@ Deno.test("LeaderElector takes over an abandoned Lease after its duration, count
   assertEquals(leases.lease?.spec?.leaseTransitions, 1);
   await b.stop();
   assertEquals(log, ["a started", "a stopped: stopping", "b started", "b stopped: stopping"]);
+});
+
+// Was a bug: the leader's log said the Lease "is held by" its own identity before "Started
+// leading", and "is held by nobody" as it released the Lease.
+Deno.test("LeaderElector logs others holding the Lease, never itself: it says it started leading and released", async () => {
+  using logs = captureLogs();
+  const leases = new FakeLeases();
+  leases.steal("other", 1);
+  const a = new LeaderElector({
+    client: leases.client(),
+    namespace: "sluice",
+    identity: "a",
+    ...FAST,
+    logger: logs.logger,
+  });
+  a.start();
+  await waitFor("a to lead", () => a.isLeader(), { timeoutMs: 3_000 });
+  await a.stop();
+  assertEquals(logs.lines(), [
+    "info: Lease sluice/sluice-leader is held by other",
+    "info: Started leading Lease sluice/sluice-leader as a",
+    "info: Stopped leading Lease sluice/sluice-leader: stopping",
+    "info: Released Lease sluice/sluice-leader",
+  ]);
 });
