@@ -193,6 +193,7 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
   const defaultCertificate = await generateSelfSignedCertificate();
   const handlerOptions: SluiceHandlerOptions = {
     accessLog: config.accessLog,
+    accessLogFormat: config.logFormat,
     connectTimeoutMs: config.proxyConnectTimeoutMs,
     readTimeoutMs: config.proxyReadTimeoutMs,
     trustedProxyCidrs: config.trustedProxyCidrs,

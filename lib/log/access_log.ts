@@ -15,6 +15,11 @@
  * `maxBufferedBytes` is dropped and counted (`onDrop`), rather than growing
  * memory.
  *
+ * With `--log-format pretty` the lines are text for people instead, in the
+ * shape of the other pretty lines (`2024-05-01 10:00:00.123 +00 [INF]
+ * sluice·access: GET shop.test/cart 200, …`); values a client chose are
+ * quoted and escaped there when they hold anything but printable ASCII.
+ *
  * Knows nothing of requests beyond the fields it is given.
  *
  * @module
@@ -39,6 +44,9 @@ export interface AccessRecord {
   readonly error?: string;
 }
 
+/** How lines are written: as `--log-format`. */
+export type AccessLogFormat = "json" | "pretty";
+
 /** Where batches go. */
 export interface AccessLogOutput {
   /** Writes all of `bytes` (may be partial: the rest is written again). */
@@ -61,6 +69,8 @@ export interface AccessLogWriterOptions {
   readonly onDrop?: () => void;
   /** Wall clock, ms since the epoch. Default `Date.now`. */
   readonly now?: () => number;
+  /** Default `"json"`. */
+  readonly format?: AccessLogFormat;
 }
 
 /** Largest single write: atomic on a pipe (PIPE_BUF is 4096 on Linux). */
@@ -88,18 +98,23 @@ export function jsonString(value: string): string {
  * over-long `host` or `path` (up to the header and target limits, 32 and
  * 8 KiB) is cut, ending in `...`, until the line fits.
  */
-export function encodeAccessLine(record: AccessRecord, timeMs: number): string {
-  const line = encodeLine(record, timeMs);
-  if (line.length <= MAX_WRITE) return line;
+export function encodeAccessLine(
+  record: AccessRecord,
+  timeMs: number,
+  format: AccessLogFormat = "json",
+): string {
+  const encode = format === "pretty" ? encodePrettyLine : encodeLine;
+  const line = encode(record, timeMs);
+  if (lineBytes(line, format) <= MAX_WRITE) return line;
   // Every other field is short and bounded; escaped, a character takes at most 6 bytes, so two
   // fields of 256 characters always fit.
   for (let keep = 1024;; keep >>= 1) {
-    const cut = encodeLine({
+    const cut = encode({
       ...record,
       host: shorten(record.host, keep),
       path: shorten(record.path, keep),
     }, timeMs);
-    if (cut.length <= MAX_WRITE || keep <= 16) return cut;
+    if (lineBytes(cut, format) <= MAX_WRITE || keep <= 16) return cut;
   }
 }
 
@@ -129,6 +144,45 @@ function encodeLine(record: AccessRecord, timeMs: number): string {
   return line + "}\n";
 }
 
+/** The category of pretty lines, as LogTape writes the others' (`sluice·main`). */
+const PRETTY_CATEGORY = "sluice·access";
+/**
+ * Bytes a pretty line has beyond its length in characters: its category's
+ * `·` (every value is written in ASCII).
+ */
+const PRETTY_EXTRA_BYTES = new TextEncoder().encode(PRETTY_CATEGORY).length -
+  PRETTY_CATEGORY.length;
+
+/** A line's size in bytes. */
+function lineBytes(line: string, format: AccessLogFormat): number {
+  return line.length + (format === "pretty" ? PRETTY_EXTRA_BYTES : 0);
+}
+
+/** Printable ASCII but space, quote and backslash: written as is in a pretty line. */
+const PLAIN = /^[!#-[\]-~]+$/;
+
+/** A value in a pretty line: as is when plain, else a JSON string (so no control character). */
+function prettyValue(value: string): string {
+  return PLAIN.test(value) ? value : jsonString(value);
+}
+
+/**
+ * The pretty line: LogTape's text layout (`getTextFormatter`, timestamp
+ * `date-time-tz`, UTC) with the request's fields in words.
+ */
+function encodePrettyLine(record: AccessRecord, timeMs: number): string {
+  const time = new Date(timeMs).toISOString().replace("T", " ").replace("Z", " +00");
+  let line = `${time} [INF] ${PRETTY_CATEGORY}: ${prettyValue(record.method)} ` +
+    `${prettyValue(record.host + record.path)} ${record.status}, ${record.bytes} bytes in ` +
+    `${record.duration_ms} ms, client ${prettyValue(record.client)}`;
+  if (record.ingress !== "") line += `, ingress ${prettyValue(record.ingress)}`;
+  if (record.service !== "") line += `, service ${prettyValue(record.service)}`;
+  if (record.upstream !== "") line += `, upstream ${prettyValue(record.upstream)}`;
+  if (record.attempts > 1) line += `, ${record.attempts} attempts`;
+  if (record.error !== undefined) line += `, error ${jsonString(record.error)}`;
+  return `${line}, request ${prettyValue(record.request_id)}\n`;
+}
+
 /** Buffers access-log lines and writes them in batches. Call `close()` at shutdown. */
 export class AccessLogWriter {
   #output: AccessLogOutput;
@@ -136,9 +190,10 @@ export class AccessLogWriter {
   #maxBuffered: number;
   #now: () => number;
   #onDrop: (() => void) | undefined;
+  #format: AccessLogFormat;
   #lines: string[] = [];
   #buffered = 0;
-  /** Bytes handed to the output and not yet written (lines are ASCII: characters are bytes). */
+  /** Bytes handed to the output and not yet written. */
   #inFlight = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #writing: Promise<void> = Promise.resolve();
@@ -152,6 +207,7 @@ export class AccessLogWriter {
     this.#maxBuffered = options.maxBufferedBytes ?? 4 * 1024 * 1024;
     this.#now = options.now ?? Date.now;
     this.#onDrop = options.onDrop;
+    this.#format = options.format ?? "json";
   }
 
   /** Lines dropped so far because the output could not keep up. */
@@ -162,14 +218,15 @@ export class AccessLogWriter {
   /** Queues one record. */
   write(record: AccessRecord): void {
     if (this.#closed) return;
-    const line = encodeAccessLine(record, this.#now());
-    if (this.#buffered + this.#inFlight + line.length > this.#maxBuffered) {
+    const line = encodeAccessLine(record, this.#now(), this.#format);
+    const bytes = lineBytes(line, this.#format);
+    if (this.#buffered + this.#inFlight + bytes > this.#maxBuffered) {
       this.#dropped++;
       this.#onDrop?.();
       return;
     }
     this.#lines.push(line);
-    this.#buffered += line.length;
+    this.#buffered += bytes;
     if (this.#buffered >= MAX_WRITE) this.#flush();
     else if (this.#timer === undefined) {
       this.#timer = setTimeout(() => this.#flush(), this.#flushMs);
@@ -226,12 +283,16 @@ export class AccessLogWriter {
   #take(): Uint8Array[] {
     const chunks: Uint8Array[] = [];
     let batch = "";
+    let batchBytes = 0;
     for (const line of this.#lines) {
-      if (batch.length > 0 && batch.length + line.length > MAX_WRITE) {
+      const bytes = lineBytes(line, this.#format);
+      if (batchBytes > 0 && batchBytes + bytes > MAX_WRITE) {
         chunks.push(this.#encoder.encode(batch));
         batch = "";
+        batchBytes = 0;
       }
       batch += line;
+      batchBytes += bytes;
     }
     if (batch.length > 0) chunks.push(this.#encoder.encode(batch));
     this.#lines = [];

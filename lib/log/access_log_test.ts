@@ -61,6 +61,57 @@ Deno.test("AccessLogWriter writes whole lines in writes of at most 4 KiB and flu
   assertEquals(writes.join("").split("\n").length - 1, 40, "nothing written after close");
 });
 
+Deno.test("encodeAccessLine() in pretty format writes a line for people, escaping what a client chose", () => {
+  const at = Date.UTC(2026, 0, 2, 3, 4, 5, 6);
+  assertEquals(
+    encodeAccessLine({ ...RECORD, host: "shop.test", path: "/cart" }, at, "pretty"),
+    "2026-01-02 03:04:05.006 +00 [INF] sluice·access: GET shop.test/cart 200, 12 bytes in 1.5 ms, " +
+      "client 10.0.0.1, ingress shop/web, service shop/web, upstream 10.1.0.2:8080, request abc\n",
+  );
+  // A quote, a newline, an escape sequence and non-ASCII come out escaped, on one line.
+  const hostile = encodeAccessLine(
+    { ...RECORD, path: "/a\nb\u001b[2J", attempts: 3, error: "upstream reset" },
+    at,
+    "pretty",
+  );
+  assert(!hostile.slice(0, -1).includes("\n") && !hostile.includes("\u001b"), hostile);
+  assert(hostile.includes(String.raw`GET "sh\u00f6p.test\"/a\nb\u001b[2J" 200`), hostile);
+  assert(hostile.includes(`, 3 attempts, error "upstream reset", request abc`), hostile);
+  // Nothing to say, nothing written: no endpoint reached.
+  const unrouted = encodeAccessLine(
+    { ...RECORD, host: "x.test", path: "/", status: 404, ingress: "", service: "", upstream: "" },
+    at,
+    "pretty",
+  );
+  assert(unrouted.includes("x.test/ 404, 12 bytes in 1.5 ms, client 10.0.0.1, request abc"));
+});
+
+Deno.test("AccessLogWriter in pretty format keeps each write within 4 KiB, counting bytes not characters", async () => {
+  const writes: Uint8Array[] = [];
+  const output = {
+    write: (b: Uint8Array) => {
+      writes.push(b.slice());
+      return Promise.resolve(b.length);
+    },
+    writeSync: (b: Uint8Array) => {
+      writes.push(b.slice());
+      return b.length;
+    },
+  };
+  const writer = new AccessLogWriter({ output, flushMs: 60_000, now: () => 0, format: "pretty" });
+  // Lines of exactly 256 characters: 16 of them are 4,096 characters but more bytes (the `·`).
+  const plain = { ...RECORD, host: "shop.test", path: "/" };
+  const pad = 256 - encodeAccessLine(plain, 0, "pretty").length;
+  const record = { ...plain, path: `/${"a".repeat(pad)}` };
+  assertEquals(encodeAccessLine(record, 0, "pretty").length, 256);
+  for (let i = 0; i < 200; i++) writer.write(record);
+  await writer.settled();
+  writer.close();
+  const text = writes.map((w) => new TextDecoder().decode(w)).join("");
+  assertEquals(text.split("\n").filter((l) => l.includes("sluice·access")).length, 200);
+  for (const w of writes) assert(w.length <= 4096 && w.at(-1) === 10, `a write of ${w.length}`);
+});
+
 Deno.test("redactLine() cuts PEM blocks, bearer and basic credentials and JWTs", () => {
   const pem = "-----BEGIN PRIVATE KEY-----\\nMIGHAgEAMBMG\\n-----END PRIVATE KEY-----";
   const jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJl";

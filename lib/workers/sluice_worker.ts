@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { AccessLogWriter, type AccessRecord } from "../log/access_log.ts";
+import { type AccessLogFormat, AccessLogWriter, type AccessRecord } from "../log/access_log.ts";
 import { DataPlaneMetrics, type LiveLabels } from "../metrics/data_plane_metrics.ts";
 import { componentLogger } from "../log/logging.ts";
 import { snapshotMetrics } from "../metrics/exposition.ts";
@@ -113,7 +113,11 @@ export type SluiceHandlerOptions =
     ProxyHandlerOptions,
     "snapshot" | "logger" | "onAccess" | "onWebSocket" | "pool" | "newRequestId"
   >
-  & { readonly accessLog?: boolean };
+  & {
+    readonly accessLog?: boolean;
+    /** As `--log-format`. Default `"json"`. */
+    readonly accessLogFormat?: AccessLogFormat;
+  };
 
 /** One access-log record's fields (JSON keys of the line). */
 export function accessLogFields(entry: AccessLogEntry): AccessRecord {
@@ -170,9 +174,13 @@ if ("WorkerGlobalScope" in globalThis) {
       return snapshot;
     },
     createHandler: ({ snapshot, handlerOptions, logger }) => {
-      const { accessLog = true, ...proxyOptions } = (handlerOptions ?? {}) as SluiceHandlerOptions;
+      const { accessLog = true, accessLogFormat = "json", ...proxyOptions } =
+        (handlerOptions ?? {}) as SluiceHandlerOptions;
       const writer = accessLog
-        ? new AccessLogWriter({ onDrop: () => metrics.accessLogDropped() })
+        ? new AccessLogWriter({
+          format: accessLogFormat,
+          onDrop: () => metrics.accessLogDropped(),
+        })
         : undefined;
       const options: ProxyHandlerOptions = {
         ...proxyOptions,

@@ -12,7 +12,7 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import { INGRESSES, SECRETS } from "../../lib/k8s/resources.ts";
-import { assert, assertEquals } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../support/assert.ts";
 import { startEchoBackend } from "../support/echo_backend.ts";
 import { adminClient, freshNamespace, testKubeconfig } from "../support/kube.ts";
 import { echoSite, writeManifestDir } from "../support/manifest_dir.ts";
@@ -122,6 +122,36 @@ Deno.test("--log-format pretty writes readable lines and --access-log=false writ
   assertEquals(sluice.records(), [], "no JSON lines");
   assert(sluice.logs.some((l) => /\bINF\b|\binfo\b/i.test(l) && l.includes("Ready")), "readable");
   assert(!sluice.logs.some((l) => l.includes("/quiet")), "no access line");
+});
+
+// Was a bug: with --log-format pretty every other line was text, but access lines stayed JSON.
+Deno.test("--log-format pretty writes access lines as readable text too", async () => {
+  const site = await echoSite({ name: "web" });
+  const sluice = await spawnSluice([
+    `--manifests=${site.dir.path}`,
+    "--workers=1",
+    "--log-format=pretty",
+    "--shutdown-delay=0s",
+  ]);
+  using client = Deno.createHttpClient({ allowHost: true });
+  try {
+    await sluice.ready();
+    const r = await fetch(`http://127.0.0.1:${sluice.httpPort}/pretty?q=secret`, {
+      headers: { host: "shop.test" },
+      client,
+    });
+    assertEquals(r.status, 200);
+    await r.body?.cancel();
+    await waitFor("the access line", () => sluice.logs.some((l) => l.includes("/pretty")));
+  } finally {
+    assertEquals(await sluice.stop(), 0);
+    await site.close();
+  }
+  assertEquals(sluice.records(), [], "no JSON lines, access lines included");
+  const line = sluice.logs.find((l) => l.includes("/pretty"))!;
+  assertMatch(line, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \+00 \[INF\] sluice·access: GET /);
+  assertStringIncludes(line, "shop.test/pretty 200");
+  assert(!line.includes("secret"), "no query string");
 });
 
 Deno.test("a run authenticated by a kubeconfig token never logs the token or TLS Secret data", async () => {
