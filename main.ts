@@ -12,12 +12,14 @@ import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { type Sluice, startSluice } from "./lib/app/sluice.ts";
 import { settlesWithin } from "./lib/timers/timers.ts";
+import denoJson from "./deno.json" with { type: "json" };
 
 const parsed = parseConfig(Deno.args, {
   env: Deno.env.toObject(),
   cpus: availableCpus(),
+  version: `${denoJson.version} (Deno ${Deno.version.deno}, ${Deno.build.target})`,
 });
-if (parsed.kind === "help") {
+if (parsed.kind === "help" || parsed.kind === "version") {
   console.log(parsed.text);
   Deno.exit(0);
 }

@@ -71,6 +71,10 @@ interface FlagSpec {
   readonly values?: readonly string[];
   readonly min?: number;
   readonly max?: number;
+  /** What the value is, as `--help` shows it (`--http-port=PORT`); enums list their values. */
+  readonly value?: string;
+  /** Said after the default in `--help`, for a default that depends on the machine. */
+  readonly defaultNote?: string;
 }
 
 /** Every flag, in the order `--help` lists them. */
@@ -79,12 +83,14 @@ export const FLAGS: readonly FlagSpec[] = [
     name: "kubeconfig",
     key: "kubeconfig",
     kind: "string",
+    value: "FILE",
     help: "Kubeconfig file (else $KUBECONFIG, ~/.kube/config, then in-cluster)",
   },
   {
     name: "manifests",
     key: "manifests",
     kind: "string",
+    value: "DIR",
     help: "Serve the YAML manifests in this directory instead of a cluster",
   },
   {
@@ -92,6 +98,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "ingressClass",
     kind: "string",
     default: "sluice",
+    value: "NAME",
     help: "Value of the legacy kubernetes.io/ingress.class annotation that is ours",
   },
   {
@@ -99,6 +106,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "controllerName",
     kind: "string",
     default: "sluice.dev/ingress-controller",
+    value: "NAME",
     help: "spec.controller of the IngressClasses that are ours",
   },
   {
@@ -121,12 +129,14 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "watchNamespaces",
     kind: "list",
     default: "",
+    value: "NAMESPACES",
     help: "Comma-separated namespaces to watch (default: all)",
   },
   {
     name: "bind-address",
     key: "bindAddress",
     kind: "string",
+    value: "IP",
     help: "Address the HTTP, HTTPS and health ports listen on (default: :: for IPv6 and IPv4)",
   },
   {
@@ -136,6 +146,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "8080",
     min: 1,
     max: 65535,
+    value: "PORT",
     help: "Port of the HTTP listener",
   },
   {
@@ -145,6 +156,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "8443",
     min: 1,
     max: 65535,
+    value: "PORT",
     help: "Port of the HTTPS listener",
   },
   {
@@ -154,44 +166,51 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "10254",
     min: 1,
     max: 65535,
+    value: "PORT",
     help: "Port of /healthz, /readyz and /metrics",
   },
   {
     name: "default-ssl-certificate",
     key: "defaultSslCertificate",
     kind: "ref",
-    help: "TLS Secret namespace/name served when no Ingress certificate matches",
+    value: "NAMESPACE/NAME",
+    help: "TLS Secret served when no Ingress certificate matches",
   },
   {
     name: "default-backend-service",
     key: "defaultBackendService",
     kind: "ref",
-    help: "Service namespace/name[:port] for requests no rule matches",
+    value: "NAMESPACE/NAME[:PORT]",
+    help: "Service (and port, by number or name) for requests no rule matches",
   },
   {
     name: "publish-service",
     key: "publishService",
     kind: "ref",
-    help: "Service namespace/name whose address is written to Ingress status",
+    value: "NAMESPACE/NAME",
+    help: "Service whose address is written to Ingress status",
   },
   {
     name: "publish-status-address",
     key: "publishStatusAddresses",
     kind: "list",
     default: "",
-    help: "Comma-separated addresses written to Ingress status",
+    value: "ADDRESSES",
+    help: "Comma-separated addresses (IPs or DNS names) written to Ingress status",
   },
   {
     name: "election-id",
     key: "electionId",
     kind: "string",
     default: "sluice-leader",
+    value: "NAME",
     help: "Name of the leader-election Lease",
   },
   {
     name: "election-namespace",
     key: "electionNamespace",
     kind: "string",
+    value: "NAMESPACE",
     help: "Namespace of the Lease (default: $POD_NAMESPACE, the in-cluster namespace, or default)",
   },
   {
@@ -200,7 +219,9 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "int",
     min: 1,
     max: 256,
-    help: "Data-plane workers (default: the number of CPUs, lowered to a cgroup CPU limit)",
+    value: "N",
+    defaultNote: "the CPUs this process may use, after any cgroup CPU limit",
+    help: "Data-plane workers",
   },
   {
     name: "log-level",
@@ -223,7 +244,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "accessLog",
     kind: "boolean",
     default: "true",
-    help: "Log every request as a JSON line",
+    help: "Log every request, one line each in the --log-format",
   },
   {
     name: "ssl-redirect",
@@ -270,7 +291,8 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "31536000",
     min: 0,
     max: 2 ** 31,
-    help: "max-age of Strict-Transport-Security, seconds",
+    value: "SECONDS",
+    help: "max-age of Strict-Transport-Security",
   },
   {
     name: "https-redirect-port",
@@ -279,6 +301,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "443",
     min: 1,
     max: 65535,
+    value: "PORT",
     help: "Port named in HTTP to HTTPS redirects (the Service's HTTPS port)",
   },
   {
@@ -286,6 +309,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "trustedProxyCidrs",
     kind: "list",
     default: "",
+    value: "CIDRS",
     help: "Comma-separated CIDRs whose X-Forwarded-* headers are trusted",
   },
   {
@@ -309,7 +333,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "maxBodyBytes",
     kind: "bytes",
     default: "0",
-    help: "Request body limit, e.g. 10m (0: unlimited)",
+    help: "Request body limit (0: unlimited)",
   },
   {
     name: "shutdown-timeout",
@@ -336,6 +360,7 @@ export function envName(flag: string): string {
 export type ParseResult =
   | { readonly kind: "config"; readonly config: Config }
   | { readonly kind: "help"; readonly text: string }
+  | { readonly kind: "version"; readonly text: string }
   | { readonly kind: "error"; readonly message: string };
 
 /** Options of {@linkcode parseConfig}. */
@@ -344,6 +369,8 @@ export interface ParseOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Default of `--workers`. */
   readonly cpus: number;
+  /** What `--version` prints after `sluice `. Default `"(unknown version)"`. */
+  readonly version?: string;
 }
 
 /** Parses the command line and environment. Never throws for bad input. */
@@ -372,6 +399,7 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
       args: normalised,
       options: {
         help: { type: "boolean", short: "h" },
+        version: { type: "boolean" },
         ...Object.fromEntries(
           FLAGS.map((f) => [
             f.name,
@@ -390,6 +418,9 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
     return { kind: "error", message: argumentError(e) };
   }
   if (parsed.values.help === true) return { kind: "help", text: helpText(options.cpus) };
+  if (parsed.values.version === true) {
+    return { kind: "version", text: `sluice ${options.version ?? "(unknown version)"}` };
+  }
 
   const config: Record<string, unknown> = {};
   const explicit = new Set<string>();
@@ -410,9 +441,7 @@ export function parseConfig(args: readonly string[], options: ParseOptions): Par
       origin = envName(flag.name);
       explicit.add(flag.name);
     } else {
-      raw = flag.name === "workers"
-        ? String(Math.max(1, Math.min(options.cpus, flag.max ?? options.cpus)))
-        : flag.default;
+      raw = flag.name === "workers" ? String(defaultWorkers(options.cpus)) : flag.default;
       origin = `default of --${flag.name}`;
     }
     const value = raw === undefined ? { ok: true as const, value: undefined } : convert(flag, raw);
@@ -610,6 +639,19 @@ export function parseBytes(raw: string): number | undefined {
   return Number(m[1]) * BYTE_UNITS[m[2] ?? ""]!;
 }
 
+/** The default of `--workers` on a machine with `cpus` CPUs. */
+function defaultWorkers(cpus: number): number {
+  const workers = FLAGS.find((f) => f.name === "workers");
+  return Math.max(1, Math.min(cpus, workers?.max ?? cpus));
+}
+
+/** What a flag's value is, as `--help` shows it. */
+function valueName(flag: FlagSpec): string {
+  if (flag.kind === "enum") return (flag.values ?? []).join("|");
+  if (flag.value !== undefined) return flag.value;
+  return { duration: "DURATION", bytes: "SIZE", int: "N" }[flag.kind as string] ?? "VALUE";
+}
+
 /** The text of `--help`. */
 export function helpText(cpus: number): string {
   const lines = [
@@ -618,13 +660,30 @@ export function helpText(cpus: number): string {
     "Sluice, a Kubernetes Ingress controller. Every flag can also be set through the",
     "environment variable shown; a flag on the command line wins.",
     "",
+    "Values:",
+    "  DURATION  a number and a unit: ms, s, m or h (500ms, 5s, 1.5m, 2h); no unit: seconds",
+    "  SIZE      bytes, or with a binary unit: k, m or g (512k, 10m, 1g)",
+    "  on/off    --flag or --flag=true turns it on, --no-flag or --flag=false off;",
+    "            its variable takes true or false",
+    "",
+    "Flags:",
   ];
   for (const f of FLAGS) {
-    const def = f.name === "workers" ? String(cpus) : f.default;
-    const shown = def === undefined || def === "" ? "" : ` (default ${def})`;
-    lines.push(`  --${f.name}${f.kind === "boolean" ? "" : "=VALUE"}`);
-    lines.push(`      ${f.help}${shown}. Env ${envName(f.name)}.`);
+    const def = f.name === "workers" ? String(defaultWorkers(cpus)) : f.default;
+    const shown = def === undefined || def === ""
+      ? ""
+      : f.kind === "boolean"
+      ? ` (default ${def === "true" ? "on" : "off"})`
+      : ` (default ${def}${f.defaultNote === undefined ? "" : `: ${f.defaultNote}`})`;
+    const range = f.kind === "int" && f.min !== undefined && f.max !== undefined
+      ? `, ${f.min} to ${f.max}`
+      : "";
+    lines.push(
+      f.kind === "boolean" ? `  --${f.name}, --no-${f.name}` : `  --${f.name}=${valueName(f)}`,
+    );
+    lines.push(`      ${f.help}${range}${shown}. Env ${envName(f.name)}.`);
   }
-  lines.push("  --help", "      Show this text.");
+  lines.push("  --version", "      Print the version and exit.");
+  lines.push("  -h, --help", "      Print this text and exit.");
   return lines.join("\n");
 }

@@ -133,7 +133,65 @@ Deno.test("--help lists every flag with its default and environment variable", (
     assertStringIncludes(r.text, envName(f.name));
   }
   assertStringIncludes(r.text, "(default 8080)");
-  assertStringIncludes(r.text, "(default 4)");
+  assertStringIncludes(r.text, "(default 4:");
+});
+
+Deno.test("--help shows what each value is, the values a choice allows, and how to turn a boolean off", () => {
+  const r = parseConfig(["--help"], opts);
+  if (r.kind !== "help") throw new Error(r.kind);
+  const lines = r.text.split("\n");
+  const entry = (flag: string) => {
+    const at = lines.findIndex((l) => l.startsWith(`  --${flag}`));
+    return `${lines[at]}\n${lines[at + 1]}`;
+  };
+  assertStringIncludes(entry("log-level"), "--log-level=trace|debug|info|warning|error|fatal");
+  assertStringIncludes(entry("log-format"), "--log-format=json|pretty");
+  assertStringIncludes(entry("http-port"), "--http-port=PORT\n");
+  assertStringIncludes(entry("http-port"), "1 to 65535 (default 8080)");
+  assertStringIncludes(entry("proxy-read-timeout"), "--proxy-read-timeout=DURATION\n");
+  assertStringIncludes(entry("max-body-size"), "--max-body-size=SIZE\n");
+  assertStringIncludes(entry("hsts-max-age"), "--hsts-max-age=SECONDS\n");
+  assertStringIncludes(entry("hsts"), "  --hsts, --no-hsts\n");
+  assertStringIncludes(entry("hsts"), "(default on)");
+  assertStringIncludes(entry("watch-ingress-without-class"), "(default off)");
+  assertMatch(r.text, /DURATION +a number and a unit: ms, s, m or h/);
+  assertMatch(r.text, /SIZE +bytes, or with a binary unit: k, m or g/);
+  assertMatch(r.text, /--no-flag or --flag=false/);
+  assertStringIncludes(r.text, "  --version\n");
+  // Was a bug: --workers said "(default: the number of CPUs, …) (default 2)".
+  for (const f of FLAGS) {
+    const said = entry(f.name).match(/\(default/g)?.length ?? 0;
+    assert(said <= 1, `--${f.name} states ${said} defaults: ${entry(f.name)}`);
+  }
+  assertStringIncludes(entry("workers"), "1 to 256 (default 4: the CPUs this process may use");
+  // Its one default is the one parsing uses, capped at 256 workers.
+  const many = parseConfig(["--help"], { env: {}, cpus: 512 });
+  assertStringIncludes(many.kind === "help" ? many.text : "", "1 to 256 (default 256:");
+  const parsed = parseConfig([], { env: {}, cpus: 512 });
+  assertEquals(parsed.kind === "config" ? parsed.config.workers : parsed.kind, 256);
+});
+
+Deno.test("every boolean turns off with --no-<flag> and with --<flag>=false", () => {
+  for (const f of FLAGS.filter((f) => f.kind === "boolean")) {
+    for (
+      const args of [[`--no-${f.name}`], [`--${f.name}=false`], [`--${f.name}`, `--no-${f.name}`]]
+    ) {
+      assertEquals(config(args)[f.key], false, args.join(" "));
+    }
+    assertEquals(config([`--${f.name}`])[f.key], true, `--${f.name}`);
+  }
+});
+
+Deno.test("--version prints the version it is given, before any other check", () => {
+  assertEquals(parseConfig(["--version"], { ...opts, version: "1.2.3" }), {
+    kind: "version",
+    text: "sluice 1.2.3",
+  });
+  assertEquals(
+    parseConfig(["--version", "--http-port=0"], { ...opts, version: "1.2.3" }).kind,
+    "version",
+  );
+  assertEquals(parseConfig(["--version=1"], opts).kind, "error");
 });
 
 Deno.test("parseDuration() and parseBytes() accept the documented forms only", () => {

@@ -461,6 +461,26 @@ Deno.test("main.ts --help exits 0 and lists every flag on standard output", asyn
   for (const f of FLAGS) assert(r.stdout.some((l) => l.startsWith(`  --${f.name}`)), f.name);
 });
 
+Deno.test("main.ts --version exits 0 and prints Sluice's version from deno.json and the runtime's", async () => {
+  const r = await runMain(["--version"]);
+  assertEquals([r.code, r.stderr], [0, []]);
+  const { version } = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  assertEquals(r.stdout, [`sluice ${version} (Deno ${Deno.version.deno}, ${Deno.build.target})`]);
+});
+
+// Was a bug: every `deno task start` began with Deno's "Warning Permissions in the config file is
+// an experimental feature" (printed whenever -P names a permission set; -q silences it).
+Deno.test("the start task's command line writes nothing of Deno's own on start", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...await startFlags(), join(ROOT, "main.ts"), "--version"],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+  }).output();
+  assertEquals(new TextDecoder().decode(out.stderr), "");
+  assertEquals(out.code, 0);
+});
+
 /** Loopback ports for a run: `same` names the flags that share one port. */
 function ports(same: readonly string[] = []): string[] {
   const [shared, ...own] = freePorts(4) as [number, ...number[]];
