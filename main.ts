@@ -1,6 +1,8 @@
 /**
  * Sluice's entry point: parses the command line, configures logging, starts
- * Sluice, and shuts it down gracefully on SIGTERM or SIGINT (SIGHUP is logged and ignored).
+ * Sluice, and shuts it down gracefully on SIGTERM or SIGINT; another one a
+ * second later exits at once (see `lib/app/stop_signals.ts`). SIGHUP is
+ * logged and ignored.
  * Wiring only.
  *
  * @module
@@ -12,6 +14,7 @@ import { errorText } from "./lib/log/error_text.ts";
 import { componentLogger, configureLogging, flushLogging } from "./lib/log/logging.ts";
 import { type Sluice, startSluice } from "./lib/app/sluice.ts";
 import { settlesWithin } from "./lib/timers/timers.ts";
+import { stopSignals } from "./lib/app/stop_signals.ts";
 import denoJson from "./deno.json" with { type: "json" };
 
 const parsed = parseConfig(Deno.args, {
@@ -41,8 +44,15 @@ async function exit(code: number): Promise<never> {
 // kubeconfig that never reads) must end the process with a word, not by the signal's default.
 let running: Sluice | undefined;
 let signalled = false;
+const judge = stopSignals();
 const onSignal = (signal: Deno.Signal) => {
-  if (signalled) {
+  const verdict = judge();
+  if (verdict === "repeat") {
+    // One Ctrl-C reaches us twice under `deno task` and `deno run --watch` (see stop_signals.ts).
+    logger.debug("Received {signal} again: the same stop request", { signal });
+    return;
+  }
+  if (verdict === "force") {
     logger.warn("Second {signal}: exiting now", { signal });
     void exit(1);
     return;

@@ -44,6 +44,7 @@ import { type E2EWorld, e2eWorld } from "./cluster_fixture.ts";
 import { writeKubeconfig } from "../support/kube.ts";
 import type { Lease } from "../../lib/publish/leader_election.ts";
 import { LEASES } from "../../lib/k8s/resources.ts";
+import { SAME_STOP_WINDOW_MS } from "../../lib/app/stop_signals.ts";
 
 /**
  * {@linkcode spawnOnManifests} with `--workers`, `--shutdown-delay` and
@@ -376,10 +377,15 @@ for (
     await using site = await readySite({ workers: 1, delay: "10s", timeout: "10s" });
     const { sluice } = site;
     const exited = sluice.stop(first);
+    const firstAt = performance.now();
     await waitFor(
       "the shutdown to begin",
       () => messages(sluice).some((m) => m.startsWith("Shutting down")),
     );
+    // Sooner, it is the first signal delivered again (see the next test): this wait is the
+    // subject, not synchronisation.
+    const repeatWindowLeft = SAME_STOP_WINDOW_MS - (performance.now() - firstAt) + 50;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, repeatWindowLeft)));
     const signalled = performance.now();
     const code = await within(5_000, "Sluice to exit", sluice.stop(second));
     assertEquals(code, 1);
@@ -388,6 +394,33 @@ for (
     const line = messages(sluice).find((m) => m.startsWith("Second"));
     assert(line !== undefined, `no line says why:\n${sluice.logs.slice(-5).join("\n")}`);
     assertStringIncludes(line, second);
+  });
+}
+
+// Was a bug: a terminal's Ctrl-C reaches the program twice at once, as SIGINT and SIGINT again
+// under `deno task` (which forwards it), as SIGINT and SIGTERM under `deno run --watch`; the
+// repeat counted as a second signal, so one Ctrl-C logged "Second SIGTERM: exiting now" and
+// exited 1 without draining.
+for (const [first, second] of [["SIGINT", "SIGINT"], ["SIGINT", "SIGTERM"]] as const) {
+  Deno.test(`one Ctrl-C delivered twice (${first} then ${second} at once) drains once and exits 0`, async () => {
+    await using site = await readySite({ workers: 1, delay: "0s", timeout: "10s" });
+    const { sluice } = site;
+    const slow = site.get("/slow?delay=800").then((a) => a.status, (error) => String(error));
+    await waitFor("the slow request to reach the backend", () => site.backend.requests.length > 0);
+    Deno.kill(sluice.pid, first);
+    // Once the first is taken (two pending SIGINTs would merge into one), as `deno task`'s copy
+    // comes about 3 ms after the terminal's.
+    await waitFor(
+      "the first signal to be taken",
+      () => messages(sluice).some((m) => m.startsWith("Received")),
+    );
+    Deno.kill(sluice.pid, second);
+    assertEquals(await within(10_000, "Sluice to exit", sluice.exited), 0);
+    assertEquals(await slow, 200, "the request in flight was answered");
+    const said = messages(sluice);
+    assertEquals(said.filter((m) => m.startsWith("Received")).length, 1, said.join("\n"));
+    assert(!said.some((m) => m.startsWith("Second")), said.join("\n"));
+    assert(said.some((m) => m.startsWith("Stopped")), said.join("\n"));
   });
 }
 
