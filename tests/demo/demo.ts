@@ -6,15 +6,17 @@
  * (rewriting backend ports when others were asked for), generates a
  * certificate for `secure.localhost` and writes its TLS Secret there, runs
  * Sluice on that directory as a subprocess (with the permissions of
- * `deno task start`), waits until it is ready, and prints curl commands that
- * show each behaviour with the answer to expect. Ctrl-C stops everything and
+ * `deno task start`), waits until it is ready, and prints commands that show
+ * each behaviour with the answer to expect: routing, TLS, redirects, a
+ * WebSocket upgrade, a live reload (an edit of a copied manifest), `/healthz`,
+ * `/readyz` and `/metrics`. Ctrl-C stops everything and
  * removes the directory. Nothing is written into the repository.
  *
  *   deno task demo [--http-port 8080] [--https-port 8443] [--health-port 10254]
  *                  [--backend-ports 9101,9102,9103]
  *
- * `tests/e2e/demo_test.ts` runs it on free ports and checks that the printed
- * commands answer as printed.
+ * `tests/e2e/demo_test.ts` runs it on free ports and runs the printed
+ * commands in order, checking that each answers as printed.
  *
  * @module
  */
@@ -32,21 +34,35 @@ const EXAMPLES = join(ROOT, "examples", "manifests");
 const EXAMPLE_PORTS = { web: 9101, api: 9102, apps: 9103 } as const;
 type ServiceName = keyof typeof EXAMPLE_PORTS;
 
-/** One behaviour to try: a curl command and what it answers. */
+/** One behaviour to try: a command and what it answers. */
 export interface DemoExample {
   readonly title: string;
   readonly command: string;
+  /**
+   * What the command shows: `<status>[ from Service <name>][ Location: <url>]`
+   * when the answer is about a status, else the start of what it prints (`ok`,
+   * `sluice_requests_total{…`, up to the `…`) or `no output`; then words for
+   * people.
+   */
   readonly expect: string;
 }
 
-/** The commands to print, for Sluice on these ports and a CA file for `secure.localhost`. */
+/** A WebSocket key for curl (any 16 bytes, base64): RFC 6455's example. */
+const WEBSOCKET_KEY = "dGhlIHNhbXBsZSBub25jZQ==";
+
+/**
+ * The commands to print, for Sluice on these ports, a CA file for
+ * `secure.localhost` and the manifest directory `dir` it serves.
+ */
 export function demoExamples(
   ports: { http: number; https: number; health: number },
   caFile: string,
+  dir: string,
 ): DemoExample[] {
   const resolve = (host: string, port: number) => `--resolve ${host}:${port}:127.0.0.1`;
   const http = (host: string, path = "/", flags = "-s") =>
     `curl ${flags} ${resolve(host, ports.http)} http://${host}:${ports.http}${path}`;
+  const health = (path: string) => `curl -s http://127.0.0.1:${ports.health}${path}`;
   return [
     {
       title: "Host shop.localhost, Prefix / (examples/manifests/shop.yaml)",
@@ -96,9 +112,45 @@ export function demoExamples(
       expect: "503",
     },
     {
-      title: "Prometheus metrics, health and readiness on the health port",
-      command: `curl -s http://127.0.0.1:${ports.health}/metrics | grep '^sluice_requests_total'`,
-      expect: "200",
+      title: "A WebSocket: the upgrade goes through to the backend and the connection stays open",
+      command: http(
+        "shop.localhost",
+        "/ws",
+        `-si --max-time 2 -H 'Connection: Upgrade' -H 'Upgrade: websocket' ` +
+          `-H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: ${WEBSOCKET_KEY}'`,
+      ),
+      expect: "101 Switching Protocols, then a WebSocket to Service web (curl stops after 2 s)",
+    },
+    {
+      title: "Live reload, 1/3: /api/status falls under Prefix / for now",
+      command: http("shop.localhost", "/api/status"),
+      expect: "200 from Service web",
+    },
+    {
+      title: "Live reload, 2/3: edit shop.yaml, renaming the Exact path",
+      command: `sed -i.bak 's|/api/health|/api/status|' ${dir}/shop.yaml`,
+      expect: "no output: Sluice watches the directory and reloads it",
+    },
+    {
+      title: "Live reload, 3/3: within about 100 ms the same request goes to api",
+      command: http("shop.localhost", "/api/status"),
+      expect: "200 from Service api",
+    },
+    {
+      title: "Liveness on the health port: the process serves",
+      command: health("/healthz"),
+      expect: "ok",
+    },
+    {
+      title: 'Readiness: routes are loaded (503 "not ready" before that and while stopping)',
+      command: health("/readyz"),
+      expect: "ok",
+    },
+    {
+      title: "Prometheus metrics on the health port",
+      command: `${health("/metrics")} | grep '^sluice_requests_total'`,
+      expect: 'sluice_requests_total{ingress="demo/shop",…} N: the requests so far, a line per ' +
+        "Ingress, host, status class and method",
     },
   ];
 }
@@ -351,7 +403,7 @@ async function main(): Promise<void> {
       "",
       "Try these:",
     ];
-    for (const example of demoExamples(ports, caFile)) {
+    for (const example of demoExamples(ports, caFile, dir)) {
       lines.push("", `# ${example.title}`, example.command, `  → ${example.expect}`);
     }
     lines.push("", "Press Ctrl-C to stop.", "");
