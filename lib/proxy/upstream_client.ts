@@ -2,11 +2,10 @@
  * An HTTP/1.1 client for backends over `Deno.connect`, chosen over `fetch`
  * because `fetch` decodes gzip/br bodies it cannot be told to leave alone,
  * adds headers the client never sent, follows HTTP_PROXY and has no connect
- * timeout (see shared/DENO-FACTS.md). Measured against a `fetch` handler with
- * the same header rules (wrk, separate processes, 2 loaded cores): 1 KiB GETs
- * 1.5x the req/s at 0.6x the CPU per request; 64 KiB POSTs about equal; 1 MiB
- * GETs 0.8x the req/s at 1.5x the CPU (a JS stream per chunk, where fetch's
- * body goes from socket to socket inside Deno).
+ * timeout (docs/deno-workarounds.md). Against a `fetch` handler with the same
+ * header rules it is faster on small bodies and costs more CPU on large ones
+ * (a JS stream per chunk, where fetch's body goes from socket to socket inside
+ * Deno); the figures are in docs/benchmarks.md.
  *
  * Owns one request/response exchange on a pooled connection: the request head
  * and body (Content-Length kept, chunked when the length is unknown, streamed
