@@ -22,7 +22,7 @@ import {
 import { Controller } from "../control/controller.ts";
 import { type HealthServerOptions, serveHealth } from "../server/health_server.ts";
 import { hostPort } from "../server/listener.ts";
-import { deadline, settlesWithin } from "../timers/timers.ts";
+import { deadline } from "../timers/timers.ts";
 import { KubeSource } from "../sources/kube_source.ts";
 import { ManifestSource } from "../sources/manifest_source.ts";
 import type { ObjectSource } from "../sources/source.ts";
@@ -39,12 +39,10 @@ import {
   type SluiceSnapshotData,
   STARTING_TRANSLATION,
 } from "../workers/sluice_worker.ts";
+import { createIssueLogger } from "./issue_logger.ts";
 import { type Publishing, startPublishing } from "./publishing.ts";
+import { shutDown } from "./shutdown.ts";
 
-/** Longest issue message logged whole (Events cut theirs at 1,024 characters too). */
-const MAX_LOGGED_MESSAGE = 1_024;
-/** After the drain, how long the watches and the Lease release may take before Sluice exits anyway. */
-const STOP_AFTER_DRAIN_MS = 2_000;
 /** A running Sluice. */
 export interface Sluice {
   readonly httpPort: number | null;
@@ -189,107 +187,12 @@ interface Parts {
 
 /** Starts the data plane, the control plane and publishing behind a listening health port. */
 async function startParts(config: Config, context: StartContext): Promise<Sluice> {
-  const { hostname, health, parts, logger, env } = context;
+  const { health, parts, logger, env } = context;
   const defaultCertificate = await generateSelfSignedCertificate();
-  const handlerOptions: SluiceHandlerOptions = {
-    accessLog: config.accessLog,
-    accessLogFormat: config.logFormat,
-    connectTimeoutMs: config.proxyConnectTimeoutMs,
-    readTimeoutMs: config.proxyReadTimeoutMs,
-    trustedProxyCidrs: config.trustedProxyCidrs,
-    ...(config.maxBodyBytes > 0 ? { maxBodyBytes: config.maxBodyBytes } : {}),
-    hsts: { enabled: config.hsts, maxAgeSeconds: config.hstsMaxAgeSeconds },
-    sslRedirect: config.sslRedirect,
-    httpsRedirectPort: config.httpsRedirectPort,
-  };
-
-  // Deno.serve gives plain HTTP no client timeouts: the workers count their requests per client
-  // port, and a reaper on this thread closes the connections past a timeout (unless relayed).
-  const activity = config.httpClientTimeouts ? undefined : new ConnectionActivity();
-  // The data plane listens at once and answers 503 until the first routes arrive.
-  const pool = await startWorkerPool<SluiceSnapshotData>({
-    count: config.workers,
-    module: new URL("../workers/sluice_worker.ts", import.meta.url),
-    config: {
-      hostname,
-      httpPort: config.httpPort,
-      httpsPort: config.httpsPort,
-      httpClientTimeouts: config.httpClientTimeouts,
-      firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
-      idleTimeoutMs: config.clientIdleTimeoutMs,
-      ...(activity === undefined ? {} : { connectionActivity: activity.buffer }),
-      handlerOptions,
-      logging: { level: config.logLevel, format: config.logFormat },
-    },
-    snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },
-  });
-  parts.pool = pool;
-  if (activity !== undefined && pool.httpPort !== null) {
-    parts.reaper = new HttpConnectionReaper({
-      port: pool.httpPort,
-      activity,
-      firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
-      idleTimeoutMs: config.clientIdleTimeoutMs,
-      onUnavailable: (reason) =>
-        logger.warn(
-          "Plain-HTTP connections get no client timeouts (one that sends nothing or sits idle stays open; --http-client-timeouts gives them through a relay): {reason}",
-          { reason },
-        ),
-    });
-    parts.reaper.start();
-  }
-  logger.info("Serving HTTP on {httpPort} and HTTPS on {httpsPort} with {workers} workers", {
-    httpPort: pool.httpPort,
-    httpsPort: pool.httpsPort,
-    workers: config.workers,
-  });
-
-  let source: ObjectSource;
-  let client: KubeClient | undefined;
-  let access: KubeAccess | undefined;
-  if (config.manifests !== undefined) {
-    source = new ManifestSource({
-      directory: config.manifests,
-      logger: componentLogger("manifests"),
-    });
-  } else {
-    access = await loadKubeAccess({ kubeconfig: config.kubeconfig });
-    logger.info("Using the Kubernetes API at {server} ({origin})", {
-      server: access.server,
-      origin: access.origin,
-    });
-    client = new KubeClient(access, { userAgent: "sluice" });
-    source = new KubeSource({
-      client,
-      logger: componentLogger("watch"),
-      watchNamespaces: [...config.watchNamespaces],
-      ...(config.defaultSslCertificate
-        ? { defaultSslCertificate: config.defaultSslCertificate }
-        : {}),
-      ...(config.defaultBackendService
-        ? { defaultBackendService: config.defaultBackendService }
-        : {}),
-      // Watched on its own when --watch-namespace leaves its namespace out.
-      ...(config.publishService ? { publishService: config.publishService } : {}),
-    });
-  }
-
-  // The controller is created below; the metrics read its counters at scrape time.
-  const metrics = new ControlPlaneMetrics({
-    watches: () => watchStats(source),
-    clientTimeouts: () => {
-      const { sweeps: _, ...closed } = parts.reaper?.stats ?? { sweeps: 0 };
-      return closed;
-    },
-    builds: () => {
-      const s = parts.controller?.stats();
-      return {
-        published: s?.publishes ?? 0,
-        unchanged: s?.unchanged ?? 0,
-        failed: (s?.translateErrors ?? 0) + (s?.publishErrors ?? 0),
-      };
-    },
-  });
+  const pool = await startDataPlane(config, context, defaultCertificate);
+  const { source, client, access } = await openSource(config, logger);
+  const metrics = controlPlaneMetrics(source, parts);
+  const logIssues = createIssueLogger(componentLogger("translate"));
   let version = 0;
   let publishing: Publishing | undefined;
   const publish = async (translation: Translation): Promise<void> => {
@@ -304,60 +207,10 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
       throw new Error(`${result.rejected.length} worker(s) refused snapshot ${version}`);
     }
     metrics.published(version, translation.issues, certificateExpiries(translation));
-    logIssues(translation);
+    logIssues(translation.issues);
     publishing?.published(translation);
   };
-
-  const seenIssues = new Set<string>();
-  const issueLogger = componentLogger("translate");
-  const logIssues = (translation: Translation) => {
-    // Each issue is logged once for as long as it persists.
-    const current = new Set<string>();
-    for (const issue of translation.issues) {
-      const key = JSON.stringify(issue);
-      current.add(key);
-      if (seenIssues.has(key)) continue;
-      // Messages quote users' values: a 1 MB path must not make a 1 MB log line.
-      const message = issue.message.length > MAX_LOGGED_MESSAGE
-        ? `${issue.message.slice(0, MAX_LOGGED_MESSAGE)}…`
-        : issue.message;
-      issueLogger.warn("{kind} {namespace}/{name}: {message}", { ...issue, message });
-    }
-    seenIssues.clear();
-    for (const k of current) seenIssues.add(k);
-  };
-
-  const controller = new Controller({
-    sources: [source],
-    settings: {
-      controllerName: config.controllerName,
-      ingressClass: config.ingressClass,
-      watchIngressWithoutClass: config.watchIngressWithoutClass,
-      ignoreAccessAnnotations: config.ignoreAccessAnnotations,
-      ...(config.defaultBackendService
-        ? { defaultBackendService: config.defaultBackendService }
-        : {}),
-      ...(config.defaultSslCertificate
-        ? { defaultSslCertificate: config.defaultSslCertificate }
-        : {}),
-    },
-    inspectCertificate: createCertificateInspector(),
-    // Timed here: the controller counts rebuilds, the metrics want each one's duration.
-    translate: (objects, options) => {
-      const started = performance.now();
-      let outcome: "published" | "failed" = "failed";
-      try {
-        const translation = translate(objects, options);
-        outcome = "published";
-        return translation;
-      } finally {
-        metrics.build(outcome, (performance.now() - started) / 1000);
-      }
-    },
-    publish,
-    logger: componentLogger("controller"),
-  });
-
+  const controller = createController(config, { source, metrics, publish });
   parts.controller = controller;
 
   if (client !== undefined) {
@@ -395,49 +248,179 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
     healthPort: health.addr.port,
     ready: controller.whenReady,
     shutdown() {
-      stopping ??= (async () => {
+      if (stopping === undefined) {
         parts.shuttingDown = true;
-        logger.info(
-          "Shutting down: not ready now, serving {delay} ms more, then draining for up to {timeout} ms",
-          {
-            delay: config.shutdownDelayMs,
-            timeout: config.shutdownTimeoutMs,
-          },
+        stopping = shutDown(
+          { publishing, pool, reaper: parts.reaper, controller, access, health },
+          { delayMs: config.shutdownDelayMs, timeoutMs: config.shutdownTimeoutMs, logger },
         );
-        // Publishing is the cluster's business, not the traffic's: hand the Lease over now, so
-        // another replica leads while this one drains (the release is bounded by the renew
-        // deadline, and no longer adds to the drain). The watches keep running: endpoints that
-        // change during the drain must still reach the workers.
-        const publishingStopped = publishing?.stop() ?? Promise.resolve();
-        await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
-        const drained = await pool.shutdown({ timeoutMs: config.shutdownTimeoutMs });
-        await parts.reaper?.stop();
-        // What is left must not push the exit past the grace period: an apiserver that no longer
-        // answers gets a short, fixed wait.
-        const stopped = await settlesWithin(
-          Promise.all([controller.stop(), publishingStopped]),
-          STOP_AFTER_DRAIN_MS,
-        );
-        if (!stopped) {
-          logger.warn(
-            "Cannot stop the watches and leader election within {ms} ms: exiting anyway",
-            { ms: STOP_AFTER_DRAIN_MS },
-          );
-        }
-        access?.close();
-        await settlesWithin(health.shutdown(), STOP_AFTER_DRAIN_MS);
-        logger.info("Stopped ({state})", {
-          state: drained.graceful
-            ? "every request finished"
-            : drained.openConnections > 0
-            ? `${drained.openConnections} connection${drained.openConnections === 1 ? "" : "s"} cut`
-            : "requests still running at the deadline were cut",
-        });
-        return { graceful: drained.graceful };
-      })();
+      }
       return stopping;
     },
   };
+}
+
+/** The proxy's settings, from the command line. */
+function handlerOptions(config: Config): SluiceHandlerOptions {
+  return {
+    accessLog: config.accessLog,
+    accessLogFormat: config.logFormat,
+    connectTimeoutMs: config.proxyConnectTimeoutMs,
+    readTimeoutMs: config.proxyReadTimeoutMs,
+    trustedProxyCidrs: config.trustedProxyCidrs,
+    ...(config.maxBodyBytes > 0 ? { maxBodyBytes: config.maxBodyBytes } : {}),
+    hsts: { enabled: config.hsts, maxAgeSeconds: config.hstsMaxAgeSeconds },
+    sslRedirect: config.sslRedirect,
+    httpsRedirectPort: config.httpsRedirectPort,
+  };
+}
+
+/**
+ * Starts the serving workers (listening at once, answering 503 until the first routes arrive)
+ * and, for plain HTTP, the reaper of its idle clients; both go into `context.parts`.
+ */
+async function startDataPlane(
+  config: Config,
+  context: StartContext,
+  defaultCertificate: SluiceSnapshotData["defaultCertificate"],
+): Promise<WorkerPool<SluiceSnapshotData>> {
+  const { hostname, parts, logger } = context;
+  // Deno.serve gives plain HTTP no client timeouts: the workers count their requests per client
+  // port, and a reaper on this thread closes the connections past a timeout (unless relayed).
+  const activity = config.httpClientTimeouts ? undefined : new ConnectionActivity();
+  const pool = await startWorkerPool<SluiceSnapshotData>({
+    count: config.workers,
+    module: new URL("../workers/sluice_worker.ts", import.meta.url),
+    config: {
+      hostname,
+      httpPort: config.httpPort,
+      httpsPort: config.httpsPort,
+      httpClientTimeouts: config.httpClientTimeouts,
+      firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
+      idleTimeoutMs: config.clientIdleTimeoutMs,
+      ...(activity === undefined ? {} : { connectionActivity: activity.buffer }),
+      handlerOptions: handlerOptions(config),
+      logging: { level: config.logLevel, format: config.logFormat },
+    },
+    snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },
+  });
+  parts.pool = pool;
+  if (activity !== undefined && pool.httpPort !== null) {
+    parts.reaper = new HttpConnectionReaper({
+      port: pool.httpPort,
+      activity,
+      firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
+      idleTimeoutMs: config.clientIdleTimeoutMs,
+      onUnavailable: (reason) =>
+        logger.warn(
+          "Plain-HTTP connections get no client timeouts (one that sends nothing or sits idle stays open; --http-client-timeouts gives them through a relay): {reason}",
+          { reason },
+        ),
+    });
+    parts.reaper.start();
+  }
+  logger.info("Serving HTTP on {httpPort} and HTTPS on {httpsPort} with {workers} workers", {
+    httpPort: pool.httpPort,
+    httpsPort: pool.httpsPort,
+    workers: config.workers,
+  });
+  return pool;
+}
+
+/** Where the objects come from: a manifest directory, or the Kubernetes API (with its client). */
+async function openSource(
+  config: Config,
+  logger: Logger,
+): Promise<{ source: ObjectSource; client?: KubeClient; access?: KubeAccess }> {
+  if (config.manifests !== undefined) {
+    return {
+      source: new ManifestSource({
+        directory: config.manifests,
+        logger: componentLogger("manifests"),
+      }),
+    };
+  }
+  const access = await loadKubeAccess({ kubeconfig: config.kubeconfig });
+  logger.info("Using the Kubernetes API at {server} ({origin})", {
+    server: access.server,
+    origin: access.origin,
+  });
+  const client = new KubeClient(access, { userAgent: "sluice" });
+  const source = new KubeSource({
+    client,
+    logger: componentLogger("watch"),
+    watchNamespaces: [...config.watchNamespaces],
+    ...(config.defaultSslCertificate
+      ? { defaultSslCertificate: config.defaultSslCertificate }
+      : {}),
+    ...(config.defaultBackendService
+      ? { defaultBackendService: config.defaultBackendService }
+      : {}),
+    // Watched on its own when --watch-namespace leaves its namespace out.
+    ...(config.publishService ? { publishService: config.publishService } : {}),
+  });
+  return { source, client, access };
+}
+
+/** The control plane's metrics; they read the source's, the reaper's and the controller's counters at scrape time. */
+function controlPlaneMetrics(source: ObjectSource, parts: Parts): ControlPlaneMetrics {
+  return new ControlPlaneMetrics({
+    watches: () => watchStats(source),
+    clientTimeouts: () => {
+      const { sweeps: _, ...closed } = parts.reaper?.stats ?? { sweeps: 0 };
+      return closed;
+    },
+    builds: () => {
+      const s = parts.controller?.stats();
+      return {
+        published: s?.publishes ?? 0,
+        unchanged: s?.unchanged ?? 0,
+        failed: (s?.translateErrors ?? 0) + (s?.publishErrors ?? 0),
+      };
+    },
+  });
+}
+
+/** The controller: `source` in, each translation to `publish`, every build timed in `metrics`. */
+function createController(
+  config: Config,
+  options: {
+    source: ObjectSource;
+    metrics: ControlPlaneMetrics;
+    publish: (translation: Translation) => Promise<void>;
+  },
+): Controller {
+  const { metrics } = options;
+  return new Controller({
+    sources: [options.source],
+    settings: {
+      controllerName: config.controllerName,
+      ingressClass: config.ingressClass,
+      watchIngressWithoutClass: config.watchIngressWithoutClass,
+      ignoreAccessAnnotations: config.ignoreAccessAnnotations,
+      ...(config.defaultBackendService
+        ? { defaultBackendService: config.defaultBackendService }
+        : {}),
+      ...(config.defaultSslCertificate
+        ? { defaultSslCertificate: config.defaultSslCertificate }
+        : {}),
+    },
+    inspectCertificate: createCertificateInspector(),
+    // Timed here: the controller counts rebuilds, the metrics want each one's duration.
+    translate: (objects, options) => {
+      const started = performance.now();
+      let outcome: "published" | "failed" = "failed";
+      try {
+        const translation = translate(objects, options);
+        outcome = "published";
+        return translation;
+      } finally {
+        metrics.build(outcome, (performance.now() - started) / 1000);
+      }
+    },
+    publish: options.publish,
+    logger: componentLogger("controller"),
+  });
 }
 
 function watchStats(source: ObjectSource): WatchStats[] {
