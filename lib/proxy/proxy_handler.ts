@@ -10,6 +10,21 @@
  * read before the first `await`, and nothing of `req` is touched after the
  * response is returned (Deno throws "Request closed" then).
  *
+ * A request goes through named steps, each a plain function taking the
+ * handler's context and the request's state (`ProxiedRequest`, one object per
+ * request): validate (`readRequest`, `validate`) → route (`route`, with the
+ * route's own answers in `routeAnswer`) → build the upstream request
+ * (`forwardHead`, `requestBody`, `upstreamRequest`) → the attempt loop (in
+ * `handle`, so a request awaits only its body and the backend) → respond
+ * (`respond`, `relayUpgrade`, or `answerFailure`). A per-route behaviour (an
+ * ingress-nginx annotation, a Gateway API filter) is one small function called
+ * at its step: one answering instead of the backend (redirect, allowlist,
+ * basic auth, CORS preflight) from `routeAnswer`, one changing what the
+ * backend gets (header modifier, rewrite, mirror) after `forwardHead`, one
+ * changing the answer (response header modifier, CORS headers) in `respond`.
+ * Which of them a route runs is decided when the snapshot is built, not per
+ * request.
+ *
  * Knows nothing of Kubernetes, listeners or certificates.
  *
  * @module
@@ -21,11 +36,13 @@ import { requestHeaderList } from "./_deno_internal.ts";
 import { parseContentLength } from "./_http1.ts";
 import { EndpointBalancer } from "./endpoint_balancer.ts";
 import {
+  type ForwardedRequest,
+  type ForwardingOptions,
   forwardRequestHeaders,
   forwardResponseHeaders,
   isWebSocketUpgrade,
 } from "./forwarded_headers.ts";
-import { parseRequestTarget } from "./request_target.ts";
+import { parseRequestTarget, type RequestTarget } from "./request_target.ts";
 import {
   isReplayable,
   sendUpstream,
@@ -211,6 +228,8 @@ const BUFFER_BODY_BYTES = 64 * 1024;
  */
 const H2_BODY_END_GRACE_MS = 10;
 const TEXT = "text/plain; charset=utf-8";
+/** Sent with a 413: the rest of the body is not read. */
+const CLOSE: Readonly<Record<string, string>> = Object.freeze({ Connection: "close" });
 
 const STATUS_FOR: Record<UpstreamErrorKind, number> = {
   "connect-failed": 502,
@@ -243,6 +262,100 @@ const REASON: Record<number, string> = {
  * @throws {TypeError} when `trustedProxyCidrs` holds a malformed range.
  */
 export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
+  const ctx = handlerContext(options);
+
+  // The steps, in order (see the module comment). No step is a closure or an awaited function
+  // of its own: each request costs one state object, and awaits only the body and the backend.
+  async function handle(req: Request, info: ProxyRequestInfo): Promise<Response> {
+    // Validate: everything from req/info synchronously, then what Sluice refuses itself.
+    const clientHeaders = requestHeaderList(req);
+    const x = readRequest(ctx, req, info, clientHeaders);
+    const refused = validate(ctx, x, info.fallbackAuthority);
+    if (refused !== undefined) return refused;
+
+    // Route: the lookup, then what the route answers itself.
+    const routed = route(ctx, x);
+    if (routed instanceof Response) return routed;
+
+    // Build the upstream request: its head, then its body (awaited only when there is one).
+    const head = forwardHead(ctx, x, clientHeaders, info);
+    if (head instanceof Response) return head;
+    let body = requestBody(x, req);
+    if (body instanceof Promise) {
+      try {
+        body = checkBodyLength(x, await body);
+      } catch (error) {
+        return refuseBody(ctx, x, error);
+      }
+    }
+    const request = upstreamRequest(ctx, x, req, head, body);
+
+    // The attempt loop: round-robin; on a failure that allows it try the next endpoint.
+    let upstream: UpstreamResponse | undefined;
+    let failure: UpstreamError | undefined;
+    let tried: Set<string> | undefined;
+    while (x.attempts < ctx.maxAttempts) {
+      const endpoint = ctx.balancer.choose(routed.backend, tried);
+      if (endpoint === undefined) break;
+      x.endpoint = endpoint;
+      x.attempts++;
+      try {
+        upstream = await sendUpstream(ctx.pool, endpoint, request);
+        ctx.balancer.markUp(endpoint);
+        break;
+      } catch (error) {
+        failure = asUpstreamError(error);
+        if (!mayRetry(x, failure, request)) break;
+        ctx.balancer.markDown(endpoint);
+        (tried ??= new Set()).add(endpointKey(endpoint));
+      }
+    }
+
+    // Respond: Sluice's own answer, the WebSocket hand-off, or the backend's answer.
+    if (upstream === undefined) return answerFailure(ctx, x, failure);
+    if (upstream.tunnel !== undefined) {
+      return relayUpgrade(ctx, x, req, info, { ...upstream, tunnel: upstream.tunnel });
+    }
+    return respond(ctx, x, upstream);
+  }
+
+  const handler = handle as ProxyHandler;
+  Object.defineProperties(handler, {
+    pool: { value: ctx.pool },
+    balancer: { value: ctx.balancer },
+    close: { value: () => ctx.pool.close() },
+    closeWebSockets: {
+      value: (code?: number, reason?: string) => closeWebSockets(ctx, code, reason),
+    },
+  });
+  return handler;
+}
+
+/** What every request's steps share: the options resolved once, the pool, the live relays. */
+interface HandlerContext {
+  readonly snapshot: () => Snapshot;
+  readonly pool: UpstreamPool;
+  readonly balancer: EndpointBalancer;
+  readonly forwarding: ForwardingOptions;
+  readonly newRequestId: () => string;
+  readonly maxHeaderBytes: number;
+  readonly maxTargetBytes: number;
+  readonly maxBodyBytes: number | undefined;
+  readonly maxAttempts: number;
+  readonly sslRedirect: boolean;
+  readonly hsts: string | undefined;
+  readonly redirectPort: number;
+  readonly releaseBodyChunks: boolean;
+  readonly wsOptions: { readonly idleTimeoutMs: number; readonly maxMessageBytes: number };
+  readonly logger: ProxyLogger | undefined;
+  readonly onAccess: ((entry: AccessLogEntry) => void) | undefined;
+  readonly onWebSocket: ((delta: 1 | -1) => void) | undefined;
+  readonly relays: Set<WebSocketRelay>;
+  /** Set by `closeWebSockets`: relays starting afterwards are closed at once. */
+  closingWebSockets: { readonly code: number; readonly reason: string } | undefined;
+}
+
+function handlerContext(options: ProxyHandlerOptions): HandlerContext {
   const readTimeoutMs = options.readTimeoutMs ?? 60_000;
   const pool = options.pool ?? new UpstreamPool({
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
@@ -254,420 +367,524 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       ? {}
       : { idleTimeoutMs: options.upstreamIdleTimeoutMs }),
   });
-  const balancer = new EndpointBalancer({ downForMs: options.endpointDownMs ?? 10_000 });
-  const trusted = createCidrMatcher(options.trustedProxyCidrs ?? []);
   const newRequestId = options.newRequestId ?? (() => crypto.randomUUID().replaceAll("-", ""));
-  const maxHeaderBytes = options.maxHeaderBytes ?? 32 * 1024;
-  const maxTargetBytes = options.maxTargetBytes ?? 8 * 1024;
-  const maxBodyBytes = options.maxBodyBytes;
-  const maxAttempts = Math.max(1, options.maxAttempts ?? 3);
-  const sslRedirect = options.sslRedirect ?? true;
-  const hsts = hstsValue(options.hsts);
-  const redirectPort = options.httpsRedirectPort ?? 443;
-  const releaseBodyChunks = options.releaseBodyChunks ?? true;
-  const wsOptions = {
-    idleTimeoutMs: options.webSocketIdleTimeoutMs ?? readTimeoutMs,
-    maxMessageBytes: options.maxWebSocketMessageBytes ?? 64 * 1024 * 1024,
+  return {
+    snapshot: options.snapshot,
+    pool,
+    balancer: new EndpointBalancer({ downForMs: options.endpointDownMs ?? 10_000 }),
+    forwarding: { trusted: createCidrMatcher(options.trustedProxyCidrs ?? []), newRequestId },
+    newRequestId,
+    maxHeaderBytes: options.maxHeaderBytes ?? 32 * 1024,
+    maxTargetBytes: options.maxTargetBytes ?? 8 * 1024,
+    maxBodyBytes: options.maxBodyBytes,
+    maxAttempts: Math.max(1, options.maxAttempts ?? 3),
+    sslRedirect: options.sslRedirect ?? true,
+    hsts: hstsValue(options.hsts),
+    redirectPort: options.httpsRedirectPort ?? 443,
+    releaseBodyChunks: options.releaseBodyChunks ?? true,
+    wsOptions: {
+      idleTimeoutMs: options.webSocketIdleTimeoutMs ?? readTimeoutMs,
+      maxMessageBytes: options.maxWebSocketMessageBytes ?? 64 * 1024 * 1024,
+    },
+    logger: options.logger,
+    onAccess: options.onAccess,
+    onWebSocket: options.onWebSocket,
+    relays: new Set(),
+    closingWebSockets: undefined,
   };
-  const logger = options.logger;
-  const onAccess = options.onAccess;
-  const onWebSocket = options.onWebSocket;
-  const relays = new Set<WebSocketRelay>();
-  let closingWebSockets: { code: number; reason: string } | undefined;
+}
 
-  async function handle(req: Request, info: ProxyRequestInfo): Promise<Response> {
-    const started = onAccess === undefined ? 0 : performance.now();
-    // --- Everything from req/info, synchronously. ---
-    const method = req.method;
-    const url = req.url;
-    const clientHeaders = requestHeaderList(req);
-    const peer = normalizeIp(info.remoteAddr.hostname);
-    const secure = info.secure;
+/**
+ * One request on its way through the steps: what was read from it, then what
+ * the steps learnt. The access line reports it as it stands.
+ */
+interface ProxiedRequest {
+  /** `performance.now()` at the start; 0 without an access log. */
+  readonly started: number;
+  readonly method: string;
+  readonly url: string;
+  /** The TCP peer, IPv4-mapped addresses unmapped. */
+  readonly peer: string;
+  readonly secure: boolean;
+  /** The first Host field's value (HTTP/2 requests carry none). */
+  readonly hostHeader: string | undefined;
+  /** The first Host field's name as sent (lowercase: likely HTTP/2). */
+  readonly hostName: string | undefined;
+  readonly contentLengthText: string | undefined;
+  /** Every Transfer-Encoding field, joined with commas. */
+  readonly transferEncoding: string | undefined;
+  /** The header section's size: name + value + 4 per field. */
+  readonly headerBytes: number;
+  /** The target, once validated (the authority corrected for a request naming none). */
+  where: RequestTarget | undefined;
+  /** The Content-Length, once validated. */
+  declaredLength: number | undefined;
+  /** The route, once looked up. */
+  match: Match | undefined;
+  /** A WebSocket upgrade (known once routed). */
+  upgrade: boolean;
+  /** From the forwarding headers; an answer before them logs a fresh id. */
+  requestId: string | undefined;
+  clientIp: string | undefined;
+  /** The endpoint tried last. */
+  endpoint: Endpoint | undefined;
+  attempts: number;
+  /** Attempts that could not connect. */
+  connectFailures: number;
+}
 
-    let hostHeader: string | undefined;
-    let hostName: string | undefined;
-    // HTTP/2 requests carry no Host header: the access log then names the URL's authority.
-    const parsed: { authority?: string } = {};
-    let contentLengthText: string | undefined;
-    let transferEncoding: string | undefined;
-    let headerBytes = 0;
-    for (const [name, value] of clientHeaders) {
-      headerBytes += name.length + value.length + 4;
-      const lower = name.length === 4 || name.length === 14 || name.length === 17
-        ? name.toLowerCase()
-        : "";
-      if (lower === "host") {
-        hostName ??= name;
-        hostHeader ??= value;
-      } else if (lower === "content-length") contentLengthText ??= value;
-      else if (lower === "transfer-encoding") {
-        transferEncoding = transferEncoding === undefined ? value : `${transferEncoding},${value}`;
-      }
+/** Reads what the steps need from `req` and `info`, synchronously (Deno throws once answered). */
+function readRequest(
+  ctx: HandlerContext,
+  req: Request,
+  info: ProxyRequestInfo,
+  clientHeaders: [string, string][],
+): ProxiedRequest {
+  const started = ctx.onAccess === undefined ? 0 : performance.now();
+  let hostHeader: string | undefined;
+  let hostName: string | undefined;
+  let contentLengthText: string | undefined;
+  let transferEncoding: string | undefined;
+  let headerBytes = 0;
+  for (const [name, value] of clientHeaders) {
+    headerBytes += name.length + value.length + 4;
+    const lower = name.length === 4 || name.length === 14 || name.length === 17
+      ? name.toLowerCase()
+      : "";
+    if (lower === "host") {
+      hostName ??= name;
+      hostHeader ??= value;
+    } else if (lower === "content-length") contentLengthText ??= value;
+    else if (lower === "transfer-encoding") {
+      transferEncoding = transferEncoding === undefined ? value : `${transferEncoding},${value}`;
     }
+  }
+  return {
+    started,
+    method: req.method,
+    url: req.url,
+    peer: normalizeIp(info.remoteAddr.hostname),
+    secure: info.secure,
+    hostHeader,
+    hostName,
+    contentLengthText,
+    transferEncoding,
+    headerBytes,
+    where: undefined,
+    declaredLength: undefined,
+    match: undefined,
+    upgrade: false,
+    requestId: undefined,
+    clientIp: undefined,
+    endpoint: undefined,
+    attempts: 0,
+    connectFailures: 0,
+  };
+}
 
-    const log = (
-      status: number,
-      fields: Partial<AccessLogEntry> & { requestId?: string; clientIp?: string } = {},
-    ) => {
-      if (onAccess === undefined) return;
-      onAccess({
-        // An answer given before the forwarding fields were built gets an id of its own, so
-        // every line can be matched (nginx gives every request one).
-        requestId: fields.requestId ?? newRequestId(),
-        method,
-        host: fields.host ?? hostHeader ?? parsed.authority ?? "",
-        ruleHost: fields.ruleHost ?? "",
-        target: fields.target ?? "",
-        secure,
-        remoteAddress: peer,
-        clientIp: fields.clientIp ?? peer,
-        status,
-        bytes: fields.bytes ?? 0,
-        durationMs: performance.now() - started,
-        attempts: fields.attempts ?? 0,
-        ...(fields.ingress === undefined ? {} : { ingress: fields.ingress }),
-        ...(fields.service === undefined ? {} : { service: fields.service }),
-        ...(fields.backend === undefined ? {} : { backend: fields.backend }),
-        ...(fields.endpoint === undefined ? {} : { endpoint: fields.endpoint }),
-        ...(fields.connectFailures === undefined
-          ? {}
-          : { connectFailures: fields.connectFailures }),
-        ...(fields.error === undefined ? {} : { error: fields.error }),
-      });
-    };
+/**
+ * The validate step: the limits, the target, and the framing Sluice cannot
+ * forward faithfully. Sets `x.where` and `x.declaredLength`; returns the
+ * answer to a request refused.
+ */
+function validate(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  fallbackAuthority: string | undefined,
+): Response | undefined {
+  if (x.headerBytes > ctx.maxHeaderBytes) return refuse(ctx, x, 431, "bad-request");
+  const url = x.url;
+  if (url.length > ctx.maxTargetBytes && targetLength(url) > ctx.maxTargetBytes) {
+    return refuse(ctx, x, 414, "bad-request");
+  }
+  let where = parseRequestTarget(url, x.hostHeader);
+  // Ambiguous: a dot segment behind an escaped slash, which a backend decoding `%2F` would
+  // resolve out of the routed path.
+  if (where === undefined || where.ambiguous) return refuse(ctx, x, 400, "bad-request");
+  const hostHeader = x.hostHeader;
+  if ((hostHeader === undefined || hostHeader === "") && where.authority === fallbackAuthority) {
+    // No host named (HTTP/1.0 may omit Host: HAProxy's httpchk does), and Deno made up
+    // "localhost:<its port>": route host-less, and send the backend an empty Host (RFC 9112
+    // section 3.2), as nginx serves such a request from its default server.
+    where = { ...where, authority: "", hostname: "" };
+  }
+  x.where = where;
+  const { method, transferEncoding, contentLengthText } = x;
+  if (method === "CONNECT") {
+    // A tunnel request: Deno turns its authority-form target into "/", and an ingress
+    // opens no tunnels (nginx refuses CONNECT too).
+    return refuse(ctx, x, 501, "bad-request");
+  }
+  if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== "chunked") {
+    // Deno accepts "gzip, chunked" and strips only the chunking; we cannot forward that faithfully.
+    return refuse(ctx, x, 501, "bad-request");
+  }
+  if (
+    (method === "GET" || method === "HEAD") &&
+    (transferEncoding !== undefined ||
+      (contentLengthText !== undefined && parseContentLength(contentLengthText) !== 0))
+  ) {
+    // Deno.serve reads and discards GET/HEAD bodies without exposing them: forwarding the
+    // request without its body would change its meaning, so say so instead.
+    return refuse(ctx, x, 501, "bad-request");
+  }
+  if (contentLengthText !== undefined) {
+    const declaredLength = parseContentLength(contentLengthText);
+    if (declaredLength === undefined) return refuse(ctx, x, 400, "bad-request");
+    if (ctx.maxBodyBytes !== undefined && declaredLength > ctx.maxBodyBytes) {
+      return refuse(ctx, x, 413, "body-too-large", CLOSE);
+    }
+    x.declaredLength = declaredLength;
+  }
+  return undefined;
+}
 
-    if (headerBytes > maxHeaderBytes) {
-      log(431, { error: "bad-request" });
-      return plain(431);
-    }
-    if (url.length > maxTargetBytes && targetLength(url) > maxTargetBytes) {
-      log(414, { error: "bad-request" });
-      return plain(414);
-    }
-    let where = parseRequestTarget(url, hostHeader);
-    // Ambiguous: a dot segment behind an escaped slash, which a backend decoding `%2F` would
-    // resolve out of the routed path.
-    if (where === undefined || where.ambiguous) {
-      log(400, { error: "bad-request" });
-      return plain(400);
-    }
-    if (
-      (hostHeader === undefined || hostHeader === "") && where.authority === info.fallbackAuthority
-    ) {
-      // No host named (HTTP/1.0 may omit Host: HAProxy's httpchk does), and Deno made up
-      // "localhost:<its port>": route host-less, and send the backend an empty Host (RFC 9112
-      // section 3.2), as nginx serves such a request from its default server.
-      where = { ...where, authority: "", hostname: "" };
-    }
-    parsed.authority = where.authority;
-    if (method === "CONNECT") {
-      // A tunnel request: Deno turns its authority-form target into "/", and an ingress
-      // opens no tunnels (nginx refuses CONNECT too).
-      log(501, { error: "bad-request", target: where.target });
-      return plain(501);
-    }
-    if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== "chunked") {
-      // Deno accepts "gzip, chunked" and strips only the chunking; we cannot forward that faithfully.
-      log(501, { error: "bad-request", target: where.target });
-      return plain(501);
-    }
-    if (
-      (method === "GET" || method === "HEAD") &&
-      (transferEncoding !== undefined ||
-        (contentLengthText !== undefined && parseContentLength(contentLengthText) !== 0))
-    ) {
-      // Deno.serve reads and discards GET/HEAD bodies without exposing them: forwarding the
-      // request without its body would change its meaning, so say so instead.
-      log(501, { error: "bad-request", target: where.target });
-      return plain(501);
-    }
-    let declaredLength: number | undefined;
-    if (contentLengthText !== undefined) {
-      declaredLength = parseContentLength(contentLengthText);
-      if (declaredLength === undefined) {
-        log(400, { error: "bad-request", target: where.target });
-        return plain(400);
-      }
-      if (maxBodyBytes !== undefined && declaredLength > maxBodyBytes) {
-        log(413, { error: "body-too-large", target: where.target });
-        return plain(413, { Connection: "close" });
-      }
-    }
+/**
+ * The route step: the lookup in the current snapshot (404 without a match),
+ * then the route's own answers ({@linkcode routeAnswer}), then 503 for a
+ * backend without endpoints. Sets `x.match`.
+ */
+function route(ctx: HandlerContext, x: ProxiedRequest): Match | Response {
+  const where = x.where!;
+  const match = ctx.snapshot().routes.lookup(where.authority, where.routePath);
+  if (match === undefined) return refuse(ctx, x, 404, "no-route");
+  x.match = match;
+  const answer = routeAnswer(ctx, x, match, where);
+  if (answer !== undefined) return answer;
+  if (match.backend.endpoints.length === 0) return refuse(ctx, x, 503, "no-endpoints");
+  return match;
+}
 
-    const snapshot = options.snapshot();
-    const match = snapshot.routes.lookup(where.authority, where.routePath);
-    if (match === undefined) {
-      log(404, { error: "no-route", target: where.target });
-      return plain(404);
+/**
+ * Per-route behaviours that answer instead of the backend, each one small
+ * function called here in turn: today the redirect of plain HTTP to HTTPS for
+ * a TLS host. Access rules, authentication, CORS preflights and configured
+ * redirects (ingress-nginx annotations, HTTPRoute `RequestRedirect`) belong
+ * here too, chosen per route when the snapshot is built.
+ */
+function routeAnswer(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  match: Match,
+  where: RequestTarget,
+): Response | undefined {
+  if (match.tls && !x.secure && ctx.sslRedirect) return httpsRedirect(ctx, x, where);
+  return undefined;
+}
+
+/** 308 to the same target over HTTPS. */
+function httpsRedirect(ctx: HandlerContext, x: ProxiedRequest, where: RequestTarget): Response {
+  const port = ctx.redirectPort === 443 ? "" : `:${ctx.redirectPort}`;
+  logAccess(ctx, x, 308);
+  return new Response(null, {
+    status: 308,
+    headers: [["Location", `https://${where.hostname}${port}${locationPath(where.forward)}`]],
+  });
+}
+
+/**
+ * The head of the upstream request: a WebSocket handshake checked, the
+ * forwarding rules applied (`forwarded_headers.ts`). Per-route changes to the
+ * request (header modifiers, rewrites) belong after this step, on its fields.
+ * Sets `x.upgrade`, `x.requestId` and `x.clientIp`.
+ */
+function forwardHead(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  clientHeaders: [string, string][],
+  info: ProxyRequestInfo,
+): ForwardedRequest | Response {
+  const upgrade = isWebSocketUpgrade(x.method, clientHeaders);
+  if (upgrade) {
+    x.upgrade = true;
+    const problem = webSocketHandshakeProblem(clientHeaders);
+    if (problem !== undefined) {
+      return refuse(
+        ctx,
+        x,
+        problem,
+        "bad-request",
+        problem === 426 ? { "Sec-WebSocket-Version": "13" } : undefined,
+      );
     }
-    const routed = {
+  }
+  const forwarded = forwardRequestHeaders(clientHeaders, {
+    authority: x.where!.authority,
+    peer: x.peer,
+    scheme: x.secure ? "https" : "http",
+    port: info.localPort,
+    upgrade,
+    ...(upgrade ? { drop: WEBSOCKET_DROP_REQUEST } : {}),
+  }, ctx.forwarding);
+  x.requestId = forwarded.requestId;
+  x.clientIp = forwarded.clientIp;
+  return forwarded;
+}
+
+/** A request body as sent upstream: none, buffered bytes, or a stream. */
+type RequestBody = Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array> | null;
+
+/**
+ * The body: none, buffered when small and declared, else streamed (a stream
+ * of unknown length peeked first). A promise only when it must be read.
+ */
+function requestBody(x: ProxiedRequest, req: Request): RequestBody | Promise<RequestBody> {
+  const reqBody = x.upgrade ? null : req.body;
+  const declaredLength = x.declaredLength;
+  if (reqBody === null) return declaredLength === 0 ? new Uint8Array(0) : null;
+  if (declaredLength === undefined) return peekBody(reqBody);
+  return declaredLength <= BUFFER_BODY_BYTES ? req.bytes() : reqBody;
+}
+
+/** A buffered body as read, checked against its declared length. */
+function checkBodyLength(x: ProxiedRequest, body: RequestBody): RequestBody {
+  // An HTTP/2 stream reset mid-body ends it early instead of failing (Deno 2.9.6).
+  if (body instanceof Uint8Array && body.length !== x.declaredLength) {
+    throw new Error(
+      `Cannot read request body: got ${body.length} of ${x.declaredLength} bytes (Content-Length)`,
+    );
+  }
+  return body;
+}
+
+/** 400: the client's body could not be read. */
+function refuseBody(ctx: HandlerContext, x: ProxiedRequest, error: unknown): Response {
+  logAccess(ctx, x, 400, "client-body");
+  ctx.logger?.warn("Cannot read request body", {
+    component: "proxy",
+    requestId: x.requestId,
+    error: String(error),
+  });
+  return plain(400);
+}
+
+/** The exchange to attempt with each endpoint in turn. */
+function upstreamRequest(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  req: Request,
+  head: ForwardedRequest,
+  body: RequestBody,
+): UpstreamRequest {
+  // A request over HTTP/1.x that streams no body and upgrades nothing gets its client's signal
+  // read only if its exchange turns out slow: Deno.serve pays an async op for each request whose
+  // signal is read. Over HTTP/2 it must be read at once: a signal first read after the client
+  // reset the stream never aborts (Deno 2.9.6), and clients reset streams by the thousand.
+  // Deno tells neither protocol, but keeps HTTP/1.x field names as sent, and HTTP/2 names are
+  // lowercase on the wire (RFC 9113 section 8.2.1): a Host field spelt with a capital is
+  // HTTP/1.x, as every common client spells it. A lowercase `host` gets the signal at once.
+  const stream = body instanceof ReadableStream;
+  const lazySignal = !x.upgrade && !stream && x.hostName !== undefined && x.hostName !== "host";
+  return {
+    method: x.method,
+    // The path routed on (dot segments resolved, slashes merged), not the one received: a
+    // backend resolving the received one its own way could reach another rule's path.
+    target: x.where!.forward,
+    headers: head.headers,
+    body,
+    contentLength: stream ? x.declaredLength : undefined,
+    maxBodyBytes: ctx.maxBodyBytes,
+    signal: lazySignal ? undefined : req.signal,
+    clientSignal: lazySignal ? () => req.signal : undefined,
+    upgrade: x.upgrade,
+    releaseBodyChunks: ctx.releaseBodyChunks,
+    // A heuristic for HTTP/2 (Deno does not say which protocol a request came over): h2
+    // requests usually carry no Host field, HTTP/1.1 ones must. An h2 client that also sends
+    // `host` gets no grace; an HTTP/1.x request without Host waits the 10 ms for nothing.
+    ...(x.hostHeader === undefined ? { confirmBodyEndMs: H2_BODY_END_GRACE_MS } : {}),
+  };
+}
+
+function asUpstreamError(error: unknown): UpstreamError {
+  return error instanceof UpstreamError
+    ? error
+    : new UpstreamError("reset", "Cannot proxy", { cause: error });
+}
+
+/**
+ * Whether another endpoint gets the request after `failure`: when this one
+ * could not be reached, or (an idempotent, replayable request) reset it or
+ * stayed silent past the read timeout before any answer, as nginx's default
+ * `proxy_next_upstream error timeout` does. Counts connect failures in `x`.
+ */
+function mayRetry(x: ProxiedRequest, failure: UpstreamError, request: UpstreamRequest): boolean {
+  if (failure.kind === "connect-failed" || failure.kind === "connect-timeout") {
+    x.connectFailures++;
+    return true;
+  }
+  return (failure.kind === "reset" || failure.kind === "timeout") && failure.beforeResponse &&
+    isReplayable(request);
+}
+
+/** Sluice's answer when no endpoint answered: 502, 504, 413, 400 or 499. */
+function answerFailure(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  failure: UpstreamError | undefined,
+): Response {
+  const kind = failure?.kind ?? "connect-failed";
+  const status = STATUS_FOR[kind];
+  if (kind !== "aborted" && kind !== "body-too-large") {
+    const match = x.match!;
+    ctx.logger?.warn("Cannot proxy request", {
+      component: "proxy",
+      requestId: x.requestId,
       ingress: match.ingress,
       service: match.backend.service,
-      backend: match.backend.key,
-      ruleHost: match.host,
-      target: where.target,
-    };
-    if (match.tls && !secure && sslRedirect) {
-      const port = redirectPort === 443 ? "" : `:${redirectPort}`;
-      log(308, routed);
-      return new Response(null, {
-        status: 308,
-        headers: [["Location", `https://${where.hostname}${port}${locationPath(where.forward)}`]],
-      });
-    }
-    if (match.backend.endpoints.length === 0) {
-      log(503, { ...routed, error: "no-endpoints" });
-      return plain(503);
-    }
-
-    const upgrade = isWebSocketUpgrade(method, clientHeaders);
-    if (upgrade) {
-      const problem = webSocketHandshakeProblem(clientHeaders);
-      if (problem !== undefined) {
-        log(problem, { ...routed, error: "bad-request" });
-        return plain(problem, problem === 426 ? { "Sec-WebSocket-Version": "13" } : undefined);
-      }
-    }
-    const forwarded = forwardRequestHeaders(clientHeaders, {
-      authority: where.authority,
-      peer,
-      scheme: secure ? "https" : "http",
-      port: info.localPort,
-      upgrade,
-      ...(upgrade ? { drop: WEBSOCKET_DROP_REQUEST } : {}),
-    }, { trusted, newRequestId });
-    const ids = { requestId: forwarded.requestId, clientIp: forwarded.clientIp, ...routed };
-
-    // The body: none, buffered when small and declared, else streamed.
-    let body: Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array> | null = null;
-    let streamLength: number | undefined;
-    const reqBody = upgrade ? null : req.body;
-    try {
-      if (reqBody !== null) {
-        if (declaredLength !== undefined && declaredLength <= BUFFER_BODY_BYTES) {
-          body = await req.bytes();
-          // An HTTP/2 stream reset mid-body ends it early instead of failing (Deno 2.9.6).
-          if (body.length !== declaredLength) {
-            throw new Error(
-              `Cannot read request body: got ${body.length} of ${declaredLength} bytes (Content-Length)`,
-            );
-          }
-        } else if (declaredLength !== undefined) {
-          body = reqBody;
-          streamLength = declaredLength;
-        } else {
-          body = await peekBody(reqBody);
-        }
-      } else if (declaredLength === 0) {
-        body = new Uint8Array(0);
-      }
-    } catch (error) {
-      log(400, { ...ids, error: "client-body" });
-      logger?.warn("Cannot read request body", {
-        component: "proxy",
-        requestId: ids.requestId,
-        error: String(error),
-      });
-      return plain(400);
-    }
-
-    // A request over HTTP/1.x that streams no body and upgrades nothing gets its client's signal
-    // read only if its exchange turns out slow: Deno.serve pays an async op for each request whose
-    // signal is read. Over HTTP/2 it must be read at once: a signal first read after the client
-    // reset the stream never aborts (Deno 2.9.6), and clients reset streams by the thousand.
-    // Deno tells neither protocol, but keeps HTTP/1.x field names as sent, and HTTP/2 names are
-    // lowercase on the wire (RFC 9113 section 8.2.1): a Host field spelt with a capital is
-    // HTTP/1.x, as every common client spells it. A lowercase `host` gets the signal at once.
-    const lazySignal = !upgrade && !(body instanceof ReadableStream) &&
-      hostName !== undefined && hostName !== "host";
-    const signal = lazySignal ? undefined : req.signal;
-    const request: UpstreamRequest = {
-      method,
-      // The path routed on (dot segments resolved, slashes merged), not the one received: a
-      // backend resolving the received one its own way could reach another rule's path.
-      target: where.forward,
-      headers: forwarded.headers,
-      body,
-      contentLength: streamLength,
-      maxBodyBytes,
-      signal,
-      clientSignal: lazySignal ? () => req.signal : undefined,
-      upgrade,
-      releaseBodyChunks,
-      // A heuristic for HTTP/2 (Deno does not say which protocol a request came over): h2
-      // requests usually carry no Host field, HTTP/1.1 ones must. An h2 client that also sends
-      // `host` gets no grace; an HTTP/1.x request without Host waits the 10 ms for nothing.
-      ...(hostHeader === undefined ? { confirmBodyEndMs: H2_BODY_END_GRACE_MS } : {}),
-    };
-
-    // Endpoints: round-robin; on a failure that allows it (below) try the next one.
-    let upstream: UpstreamResponse | undefined;
-    let failure: UpstreamError | undefined;
-    let endpoint: Endpoint | undefined;
-    let attempts = 0;
-    let connectFailures = 0;
-    let tried: Set<string> | undefined;
-    while (attempts < maxAttempts) {
-      const next = balancer.choose(match.backend, tried);
-      if (next === undefined) break;
-      endpoint = next;
-      attempts++;
-      try {
-        upstream = await sendUpstream(pool, endpoint, request);
-        balancer.markUp(endpoint);
-        break;
-      } catch (error) {
-        failure = error instanceof UpstreamError
-          ? error
-          : new UpstreamError("reset", "Cannot proxy", { cause: error });
-        // Another endpoint gets the request when this one could not be reached, or (an
-        // idempotent, replayable request) reset it or stayed silent past the read timeout
-        // before any answer, as nginx's default `proxy_next_upstream error timeout` does.
-        const unreachable = failure.kind === "connect-failed" || failure.kind === "connect-timeout";
-        if (unreachable) connectFailures++;
-        const retry = unreachable ||
-          ((failure.kind === "reset" || failure.kind === "timeout") && failure.beforeResponse &&
-            isReplayable(request));
-        if (!retry) break;
-        balancer.markDown(endpoint);
-        (tried ??= new Set()).add(endpointKey(endpoint));
-      }
-    }
-    const endpointText = endpoint === undefined ? undefined : endpointKey(endpoint);
-
-    if (upstream === undefined) {
-      const kind = failure?.kind ?? "connect-failed";
-      const status = STATUS_FOR[kind];
-      if (kind !== "aborted" && kind !== "body-too-large") {
-        logger?.warn("Cannot proxy request", {
-          component: "proxy",
-          requestId: ids.requestId,
-          ingress: match.ingress,
-          service: match.backend.service,
-          endpoint: endpointText,
-          attempts,
-          kind,
-          error: failure?.message,
-        });
-      }
-      log(status, {
-        ...ids,
-        attempts,
-        error: kind,
-        ...(endpointText ? { endpoint: endpointText } : {}),
-        ...(connectFailures === 0 ? {} : { connectFailures }),
-      });
-      return plain(status, kind === "body-too-large" ? { Connection: "close" } : undefined);
-    }
-
-    const done = {
-      ...ids,
-      attempts,
-      ...(endpointText ? { endpoint: endpointText } : {}),
-      ...(connectFailures === 0 ? {} : { connectFailures }),
-    };
-    if (upstream.tunnel !== undefined) {
-      let accepted: ReturnType<typeof relayWebSocket>;
-      try {
-        accepted = relayWebSocket(req, { ...upstream, tunnel: upstream.tunnel }, wsOptions);
-      } catch (error) {
-        upstream.tunnel.conn.close();
-        logger?.warn("Cannot accept WebSocket upgrade from backend", {
-          component: "proxy",
-          requestId: ids.requestId,
-          service: match.backend.service,
-          error: String(error),
-        });
-        log(502, { ...done, error: "protocol" });
-        return plain(502);
-      }
-      // Upgraded: from here on only the 101 may be answered (see relayWebSocket).
-      const { response, relay } = accepted;
-      track(relay);
-      // The connection stays busy for the session's whole life (idle timeouts leave it alone).
-      const activity = info.activity;
-      const slot = activity?.begin(info.remoteAddr);
-      // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
-      void relay.ended.then(() => {
-        if (slot !== undefined) activity!.end(slot);
-        log(101, done);
-      });
-      return response;
-    }
-
-    return respond(upstream, match, secure, done, log);
-  }
-
-  function track(relay: WebSocketRelay): void {
-    relays.add(relay);
-    onWebSocket?.(1);
-    relay.ended.then(() => {
-      relays.delete(relay);
-      onWebSocket?.(-1);
+      endpoint: x.endpoint === undefined ? undefined : endpointKey(x.endpoint),
+      attempts: x.attempts,
+      kind,
+      error: failure?.message,
     });
-    if (closingWebSockets !== undefined) {
-      relay.close(closingWebSockets.code, closingWebSockets.reason);
-    }
   }
+  return refuse(ctx, x, status, kind, kind === "body-too-large" ? CLOSE : undefined);
+}
 
-  async function closeWebSockets(code = 1001, reason = "Going away"): Promise<void> {
-    closingWebSockets ??= { code, reason };
-    await Promise.all([...relays].map((relay) => relay.close(code, reason)));
-  }
-
-  function respond(
-    upstream: UpstreamResponse,
-    match: Match,
-    secure: boolean,
-    fields: Partial<AccessLogEntry> & { requestId: string },
-    log: (status: number, fields: Partial<AccessLogEntry>) => void,
-  ): Response {
-    const headers = forwardResponseHeaders(upstream.headers, {
-      connectionTokens: upstream.connectionTokens,
-      // RFC 6797 section 7.2: never over plain HTTP, whoever set it.
-      hsts: !secure ? null : match.tls ? hsts : undefined,
+/** The backend accepted the upgrade: relay the WebSocket session. */
+function relayUpgrade(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  req: Request,
+  info: ProxyRequestInfo,
+  upstream: UpstreamResponse & { tunnel: NonNullable<UpstreamResponse["tunnel"]> },
+): Response {
+  let accepted: ReturnType<typeof relayWebSocket>;
+  try {
+    accepted = relayWebSocket(req, upstream, ctx.wsOptions);
+  } catch (error) {
+    upstream.tunnel.conn.close();
+    ctx.logger?.warn("Cannot accept WebSocket upgrade from backend", {
+      component: "proxy",
+      requestId: x.requestId,
+      service: x.match!.backend.service,
+      error: String(error),
     });
-    let response: Response;
-    try {
-      // No statusText: Deno writes the standard reason phrase anyway, and an odd one must not fail.
-      // Fields are appended after construction: Deno 2.9.6 converts a `headers` init through
-      // WebIDL (a copy of every pair, a ByteString scan of every value) and then builds a
-      // native response it drops again; appending skips both (docs/benchmarks.md).
-      response = upstream.status === 200
-        ? new Response(upstream.body)
-        : new Response(upstream.body, { status: upstream.status });
-      const fields = response.headers;
-      for (const [name, value] of headers) fields.append(name, value);
-    } catch (error) {
-      // Status out of range or a field Deno refuses: the backend's fault.
-      if (upstream.body instanceof ReadableStream) upstream.body.cancel().catch(() => {});
-      logger?.warn("Cannot relay backend response", {
-        component: "proxy",
-        requestId: fields.requestId,
-        service: match.backend.service,
-        status: upstream.status,
-        error: String(error),
-      });
-      log(502, { ...fields, error: "protocol" });
-      return plain(502);
-    }
-    if (onAccess !== undefined) {
-      upstream.done.then((outcome) => {
-        const error = outcome.complete ? undefined : (outcome.error?.kind ?? "reset");
-        log(upstream.status, { ...fields, bytes: outcome.bytes, ...(error ? { error } : {}) });
-      });
-    }
-    return response;
+    return refuse(ctx, x, 502, "protocol");
   }
-
-  const handler = handle as ProxyHandler;
-  Object.defineProperties(handler, {
-    pool: { value: pool },
-    balancer: { value: balancer },
-    close: { value: () => pool.close() },
-    closeWebSockets: { value: closeWebSockets },
+  // Upgraded: from here on only the 101 may be answered (see relayWebSocket).
+  const { response, relay } = accepted;
+  track(ctx, relay);
+  // The connection stays busy for the session's whole life (idle timeouts leave it alone).
+  const activity = info.activity;
+  const slot = activity?.begin(info.remoteAddr);
+  // Logged when the session ends, with its whole duration (as nginx logs a WebSocket).
+  void relay.ended.then(() => {
+    if (slot !== undefined) activity!.end(slot);
+    logAccess(ctx, x, 101);
   });
-  return handler;
+  return response;
+}
+
+function track(ctx: HandlerContext, relay: WebSocketRelay): void {
+  ctx.relays.add(relay);
+  ctx.onWebSocket?.(1);
+  relay.ended.then(() => {
+    ctx.relays.delete(relay);
+    ctx.onWebSocket?.(-1);
+  });
+  if (ctx.closingWebSockets !== undefined) {
+    relay.close(ctx.closingWebSockets.code, ctx.closingWebSockets.reason);
+  }
+}
+
+async function closeWebSockets(
+  ctx: HandlerContext,
+  code = 1001,
+  reason = "Going away",
+): Promise<void> {
+  ctx.closingWebSockets ??= { code, reason };
+  await Promise.all([...ctx.relays].map((relay) => relay.close(code, reason)));
+}
+
+/**
+ * The respond step: the backend's answer, its hop-by-hop fields stripped and
+ * HSTS set (per-route changes to the answer, such as response header
+ * modifiers, belong here); logged once its body is over.
+ */
+function respond(ctx: HandlerContext, x: ProxiedRequest, upstream: UpstreamResponse): Response {
+  const headers = forwardResponseHeaders(upstream.headers, {
+    connectionTokens: upstream.connectionTokens,
+    // RFC 6797 section 7.2: never over plain HTTP, whoever set it.
+    hsts: !x.secure ? null : x.match!.tls ? ctx.hsts : undefined,
+  });
+  let response: Response;
+  try {
+    // No statusText: Deno writes the standard reason phrase anyway, and an odd one must not fail.
+    // Fields are appended after construction: Deno 2.9.6 converts a `headers` init through
+    // WebIDL (a copy of every pair, a ByteString scan of every value) and then builds a
+    // native response it drops again; appending skips both (docs/benchmarks.md).
+    response = upstream.status === 200
+      ? new Response(upstream.body)
+      : new Response(upstream.body, { status: upstream.status });
+    const fields = response.headers;
+    for (const [name, value] of headers) fields.append(name, value);
+  } catch (error) {
+    // Status out of range or a field Deno refuses: the backend's fault.
+    if (upstream.body instanceof ReadableStream) upstream.body.cancel().catch(() => {});
+    ctx.logger?.warn("Cannot relay backend response", {
+      component: "proxy",
+      requestId: x.requestId,
+      service: x.match!.backend.service,
+      status: upstream.status,
+      error: String(error),
+    });
+    return refuse(ctx, x, 502, "protocol");
+  }
+  if (ctx.onAccess !== undefined) {
+    upstream.done.then((outcome) => {
+      const error = outcome.complete ? undefined : (outcome.error?.kind ?? "reset");
+      logAccess(ctx, x, upstream.status, error, outcome.bytes);
+    });
+  }
+  return response;
+}
+
+/** Sluice's own answer `status`, logged with `error`. */
+function refuse(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  status: number,
+  error: NonNullable<AccessLogEntry["error"]>,
+  extra?: Record<string, string>,
+): Response {
+  logAccess(ctx, x, status, error);
+  return plain(status, extra);
+}
+
+/** Emits the access line of `x` as it stands (no-op without `onAccess`). */
+function logAccess(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  status: number,
+  error?: AccessLogEntry["error"],
+  bytes = 0,
+): void {
+  const onAccess = ctx.onAccess;
+  if (onAccess === undefined) return;
+  const { match, where, endpoint } = x;
+  onAccess({
+    // An answer given before the forwarding fields were built gets an id of its own, so
+    // every line can be matched (nginx gives every request one).
+    requestId: x.requestId ?? ctx.newRequestId(),
+    method: x.method,
+    // HTTP/2 requests have no Host header: the access log then names the URL's authority.
+    host: x.hostHeader ?? where?.authority ?? "",
+    ruleHost: match?.host ?? "",
+    target: where?.target ?? "",
+    secure: x.secure,
+    remoteAddress: x.peer,
+    clientIp: x.clientIp ?? x.peer,
+    status,
+    bytes,
+    durationMs: performance.now() - x.started,
+    attempts: x.attempts,
+    ...(match === undefined
+      ? {}
+      : { ingress: match.ingress, service: match.backend.service, backend: match.backend.key }),
+    ...(endpoint === undefined ? {} : { endpoint: endpointKey(endpoint) }),
+    ...(x.connectFailures === 0 ? {} : { connectFailures: x.connectFailures }),
+    ...(error === undefined ? {} : { error }),
+  });
 }
 
 /** The length of the path and query of Deno's absolute `req.url`. */
