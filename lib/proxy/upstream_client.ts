@@ -208,6 +208,11 @@ function requestFraming(request: UpstreamRequest): RequestFraming {
   return { extra: ["Content-Length", String(length)], chunked: false };
 }
 
+/**
+ * One exchange on `conn`: the request written (its body pumped alongside when
+ * streamed), interim answers skipped, then the response as its framing says:
+ * a tunnel after a 101, no body, bytes read whole, or a stream.
+ */
 async function exchange(
   pool: UpstreamPool,
   conn: UpstreamConnection,
@@ -215,216 +220,32 @@ async function exchange(
   framing: RequestFraming,
   clientSignal: AbortSignal | undefined,
 ): Promise<UpstreamResponse> {
-  let released = false;
-  const release = (reusable: boolean) => {
-    if (released) return;
-    released = true;
-    // No unwatchClient() needed: the pool checks only the connections it holds active.
-    pool.release(conn, reusable);
-  };
-
+  const x = new Exchange(pool, conn, request);
+  const head = encodeHead(x, framing.extra);
+  x.watchClient(clientSignal);
   const { body } = request;
-  const { extra, chunked } = framing;
-  let head: Uint8Array;
-  try {
-    head = encodeRequestHead(request.method, request.target, request.headers, {
-      extra,
-      buffer: (size) => conn.writeBuffer(size),
-    });
-  } catch (error) {
-    // Nothing was written, but the pool's bookkeeping for a taken connection assumes an
-    // exchange: close it rather than park it (a rare path).
-    release(false);
-    throw new UpstreamError("client-body", (error as Error).message, { cause: error });
-  }
-
-  // Client gone before the response head: close the socket so pending I/O fails.
-  let aborted = false;
-  const onAbort = () => {
-    aborted = true;
-    conn.close();
-  };
-  let signal = clientSignal;
-  if (signal !== undefined) {
-    if (signal.aborted) {
-      release(false);
-      throw new UpstreamError("aborted", "Cannot proxy: client went away");
-    }
-    signal.addEventListener("abort", onAbort, { once: true });
-  } else if (request.clientSignal !== undefined) {
-    const source = request.clientSignal;
-    // Only an exchange still waiting (for its answer, or to send a buffered body) asks
-    // for the client's signal; the watch is dropped before the response is returned, while
-    // the request is still open (a failed exchange's connection leaves the active set).
-    pool.watchClient(conn, () => {
-      try {
-        signal = source();
-      } catch {
-        // The request is closed already: its client is gone.
-        onAbort();
-        return;
-      }
-      if (signal.aborted) onAbort();
-      else signal.addEventListener("abort", onAbort, { once: true });
-    });
-  }
-
-  let pumpState: "none" | "running" | "done" | "failed" = "none";
-  let pumpError: UpstreamError | undefined;
   let responseHead: ResponseHead;
-  // Set once the response body is over; the connection is released by whichever of
-  // the response and the request body pump finishes last.
-  let responseFinished = false;
   try {
-    if (body instanceof Uint8Array && body.length === 0) {
-      await conn.write(head);
-    } else if (body instanceof Uint8Array && body.length <= COALESCE_BYTES) {
-      // One write (one packet) for head and body: into the head's buffer when it has room.
-      const room = head.byteOffset === 0 && head.buffer.byteLength - head.length >= body.length;
-      const both = room
-        ? new Uint8Array(head.buffer, 0, head.length + body.length)
-        : new Uint8Array(head.length + body.length);
-      if (!room) both.set(head);
-      both.set(body, head.length);
-      await conn.write(both);
-    } else {
-      await conn.write(head);
-      if (body instanceof Uint8Array) await conn.write(body);
-    }
-    if (body instanceof ReadableStream) {
-      pumpState = "running";
-      pumpBody(conn, body, {
-        chunked,
-        declared: request.contentLength,
-        max: request.maxBodyBytes,
-        signal,
-        confirmEndMs: request.confirmBodyEndMs,
-        release: request.releaseBodyChunks === true,
-      }).then(
-        () => {
-          pumpState = "done";
-        },
-        (error: UpstreamError) => {
-          pumpState = "failed";
-          pumpError = error;
-          // A client-side failure means the backend must never see a complete request.
-          if (error.kind === "body-too-large" || error.kind === "client-body") conn.close();
-        },
-      );
-    }
+    await conn.write(firstWrite(head, body));
+    if (body instanceof Uint8Array && body.length > COALESCE_BYTES) await conn.write(body);
+    if (body instanceof ReadableStream) x.pump(body, framing.chunked);
     responseHead = await conn.readHead();
     let interim = 0;
     while (responseHead.status < 200 && !(responseHead.status === 101 && request.upgrade)) {
-      if (responseHead.status === 101) {
-        throw new UpstreamError("protocol", "Cannot accept 101 to a request without Upgrade");
-      }
-      // Each interim answer restarts the idle timeout: bound them, or a backend sending
-      // "100 Continue" forever would hold the client (and a worker's CPU) forever.
-      if (++interim > MAX_INTERIM_ANSWERS) {
-        throw new UpstreamError(
-          "protocol",
-          `Cannot accept more than ${MAX_INTERIM_ANSWERS} interim (1xx) answers`,
-        );
-      }
+      checkInterim(responseHead.status, ++interim);
       responseHead = await conn.readHead();
     }
   } catch (error) {
-    signal?.removeEventListener("abort", onAbort);
-    release(false);
-    if (aborted) {
-      throw new UpstreamError("aborted", "Cannot proxy: client went away", { cause: error });
-    }
-    if (pumpError !== undefined && pumpError.kind !== "reset" && pumpError.kind !== "timeout") {
-      throw pumpError;
-    }
-    throw error instanceof UpstreamError
-      ? error
-      : new UpstreamError("reset", "Cannot exchange with backend", { cause: error });
+    throw x.failed(error);
   }
 
-  // Kept with the connection when it goes back to the pool (reuse stops before it).
-  conn.keepAliveMs = responseHead.keepAliveTimeoutMs;
   // From here on the response is committed; failures end its body stream.
-  const bodyless = request.method === "HEAD" || responseHead.status === 204 ||
-    responseHead.status === 304;
-  const mustClose = !responseHead.keepAlive || (!bodyless && responseHead.framing === "close");
-  // Settled by `finish`: already settled for the common bodiless and buffered cases (no
-  // resolver closure per request), else by the body stream.
-  let done: Promise<BodyOutcome> | undefined;
-  let resolveDone: ((outcome: BodyOutcome) => void) | undefined;
-  // The client leaving mid-body also closes the socket (a pending read then fails).
-  const finish = (complete: boolean, bytes: number, error?: UpstreamError) => {
-    if (responseFinished) return;
-    responseFinished = true;
-    signal?.removeEventListener("abort", onAbort);
-    // Reuse only after a complete exchange: the whole request body sent (a backend that
-    // answered before reading it leaves the connection in an unknown state) and the
-    // whole response read.
-    release(complete && pumpState !== "running" && pumpState !== "failed" && !mustClose);
-    const outcome: BodyOutcome = { bytes, complete, error };
-    if (resolveDone !== undefined) resolveDone(outcome);
-    else done = Promise.resolve(outcome);
-  };
-  const answer = (
-    body: UpstreamResponse["body"],
-    tunnel?: UpstreamResponse["tunnel"],
-  ): UpstreamResponse => {
-    conn.unwatchClient();
-    if (done === undefined) {
-      const { promise, resolve } = Promise.withResolvers<BodyOutcome>();
-      done = promise;
-      resolveDone = resolve;
-    }
-    const response = {
-      status: responseHead.status,
-      statusText: responseHead.statusText,
-      headers: responseHead.headers,
-      connectionTokens: responseHead.connectionTokens,
-      body,
-      done,
-    };
-    return tunnel === undefined ? response : { ...response, tunnel };
-  };
-
-  if (responseHead.status === 101) {
-    signal?.removeEventListener("abort", onAbort);
-    pool.detach(conn);
-    released = true;
-    responseFinished = true;
-    done = Promise.resolve({ bytes: 0, complete: true });
-    const initial = conn.takeAllBuffered();
-    return answer(null, { conn: conn.detach(), initial });
+  x.commit(responseHead);
+  if (responseHead.status === 101) return x.answer(null, x.tunnel());
+  if (x.bodyless || (responseHead.framing === "length" && responseHead.contentLength === 0)) {
+    return bodylessAnswer(x, responseHead);
   }
-
-  if (bodyless || (responseHead.framing === "length" && responseHead.contentLength === 0)) {
-    finish(true, 0);
-    // RFC 9110 section 8.6: never a Content-Length on a 204 (Deno drops it towards HTTP/1.1
-    // clients, but passes it to HTTP/2 ones), as nginx does.
-    if (responseHead.status === 204 && responseHead.framing === "length") {
-      normalizeContentLength(responseHead.headers, undefined);
-    }
-    if (request.method !== "HEAD") return answer(null);
-    // A HEAD answer tells the length a GET would have: Deno writes `content-length: 0` for a
-    // null body and drops a listed one ("5, 5"), so pass the single parsed value, or an
-    // empty stream (no length at all) when the backend gave none.
-    if (responseHead.framing !== "length") {
-      // Deno refuses any body, even an empty stream, on these statuses (and sends no length).
-      return answer(NULL_BODY_STATUS.has(responseHead.status) ? null : emptyBody());
-    }
-    normalizeContentLength(responseHead.headers, responseHead.contentLength);
-    return answer(null);
-  }
-  if (responseHead.status === 205) {
-    // A 205 has no content (RFC 9110 section 15.3.6) and Deno refuses one, but RFC 9112 frames
-    // whatever it carries like a 200's (an empty chunked body, or one delimited by the close):
-    // the client gets none, and the connection is closed rather than read to its end.
-    responseFinished = true;
-    signal?.removeEventListener("abort", onAbort);
-    release(false);
-    normalizeContentLength(responseHead.headers, undefined);
-    done = Promise.resolve({ bytes: 0, complete: true });
-    return answer(null);
-  }
+  if (responseHead.status === 205) return resetContentAnswer(x, responseHead);
   if (responseHead.framing === "length" && responseHead.contentLength <= FULL_BODY_BYTES) {
     // Small bodies are read whole: Deno.serve sends bytes far cheaper than a stream, and a
     // backend failing mid-body still gets a clean 502 instead of a truncated response.
@@ -434,25 +255,334 @@ async function exchange(
         ? conn.takeBuffered(responseHead.contentLength)
         : await conn.readExactly(responseHead.contentLength);
     } catch (error) {
-      responseFinished = true;
-      signal?.removeEventListener("abort", onAbort);
-      release(false);
-      if (aborted) {
-        throw new UpstreamError("aborted", "Cannot proxy: client went away", { cause: error });
-      }
-      throw error;
+      throw x.bodyFailed(error);
     }
-    finish(true, bytes.length);
-    return answer(bytes);
+    x.finish(true, bytes.length);
+    return x.answer(bytes);
+  }
+  return x.answer(responseBodyStream(x, responseHead));
+}
+
+/** Listener options of the client's abort signal, shared by every exchange. */
+const ONCE: AddEventListenerOptions = Object.freeze({ once: true });
+
+/**
+ * The state of one exchange, from the request head to the end of the
+ * response body: whether the client left, how the request body pump fares,
+ * and when the connection goes back to the pool (once; reusable only after a
+ * complete, well-framed exchange). One object per exchange, in place of a
+ * closure per concern; it is also the listener of the client's abort signal.
+ */
+class Exchange implements EventListenerObject {
+  readonly conn: UpstreamConnection;
+  readonly request: UpstreamRequest;
+  readonly #pool: UpstreamPool;
+  /** The client's signal, once asked for. */
+  #signal: AbortSignal | undefined;
+  #aborted = false;
+  #released = false;
+  #pumpState: "none" | "running" | "done" | "failed" = "none";
+  #pumpError: UpstreamError | undefined;
+  /** The response head, once committed. */
+  #head: ResponseHead | undefined;
+  #bodyless = false;
+  #mustClose = false;
+  /**
+   * Set once the response body is over; the connection is released by
+   * whichever of the response and the request body pump finishes last.
+   */
+  #finished = false;
+  /**
+   * Settled by `finish`: already settled for the common bodiless and buffered
+   * cases (no resolver per request), else by the body stream.
+   */
+  #done: Promise<BodyOutcome> | undefined;
+  #resolveDone: ((outcome: BodyOutcome) => void) | undefined;
+
+  constructor(pool: UpstreamPool, conn: UpstreamConnection, request: UpstreamRequest) {
+    this.#pool = pool;
+    this.conn = conn;
+    this.request = request;
   }
 
-  const next = bodyReader(conn, responseHead);
+  /** The client went away before the response was over: the socket was closed under it. */
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** A HEAD, 204 or 304 answer (once committed). */
+  get bodyless(): boolean {
+    return this.#bodyless;
+  }
+
+  /** Returns the connection to the pool, once. */
+  #release(reusable: boolean): void {
+    if (this.#released) return;
+    this.#released = true;
+    // No unwatchClient() needed: the pool checks only the connections it holds active.
+    this.#pool.release(this.conn, reusable);
+  }
+
+  /** The client's signal aborted: close the socket so pending I/O fails. */
+  handleEvent(): void {
+    this.#aborted = true;
+    this.conn.close();
+  }
+
+  #stopWatching(): void {
+    this.#signal?.removeEventListener("abort", this);
+  }
+
+  /**
+   * Listens for the client going away: on `clientSignal` at once, or (a lazy
+   * `request.clientSignal`) only once the exchange has waited a while.
+   *
+   * @throws {UpstreamError} `aborted` when the client is gone already.
+   */
+  watchClient(clientSignal: AbortSignal | undefined): void {
+    if (clientSignal !== undefined) {
+      this.#signal = clientSignal;
+      if (clientSignal.aborted) {
+        this.#release(false);
+        throw new UpstreamError("aborted", "Cannot proxy: client went away");
+      }
+      clientSignal.addEventListener("abort", this, ONCE);
+    } else if (this.request.clientSignal !== undefined) {
+      // Only an exchange still waiting (for its answer, or to send a buffered body) asks
+      // for the client's signal; the watch is dropped before the response is returned, while
+      // the request is still open (a failed exchange's connection leaves the active set).
+      this.#pool.watchClient(this.conn, () => this.#watchLate());
+    }
+  }
+
+  #watchLate(): void {
+    let signal: AbortSignal;
+    try {
+      signal = this.request.clientSignal!();
+    } catch {
+      // The request is closed already: its client is gone.
+      this.handleEvent();
+      return;
+    }
+    this.#signal = signal;
+    if (signal.aborted) this.handleEvent();
+    else signal.addEventListener("abort", this, ONCE);
+  }
+
+  /** Streams the request body alongside the exchange. */
+  pump(body: ReadableStream<Uint8Array>, chunked: boolean): void {
+    const { conn, request } = this;
+    this.#pumpState = "running";
+    pumpBody(conn, body, {
+      chunked,
+      declared: request.contentLength,
+      max: request.maxBodyBytes,
+      signal: this.#signal,
+      confirmEndMs: request.confirmBodyEndMs,
+      release: request.releaseBodyChunks === true,
+    }).then(
+      () => {
+        this.#pumpState = "done";
+      },
+      (error: UpstreamError) => {
+        this.#pumpState = "failed";
+        this.#pumpError = error;
+        // A client-side failure means the backend must never see a complete request.
+        if (error.kind === "body-too-large" || error.kind === "client-body") conn.close();
+      },
+    );
+  }
+
+  /** Ends an exchange that failed before its response head; returns the error to throw. */
+  failed(error: unknown): UpstreamError {
+    this.#stopWatching();
+    this.#release(false);
+    if (this.#aborted) {
+      return new UpstreamError("aborted", "Cannot proxy: client went away", { cause: error });
+    }
+    const pumpError = this.#pumpError;
+    if (pumpError !== undefined && pumpError.kind !== "reset" && pumpError.kind !== "timeout") {
+      return pumpError;
+    }
+    return error instanceof UpstreamError
+      ? error
+      : new UpstreamError("reset", "Cannot exchange with backend", { cause: error });
+  }
+
+  /** The response head has arrived: the response is committed. */
+  commit(head: ResponseHead): void {
+    this.#head = head;
+    // Kept with the connection when it goes back to the pool (reuse stops before it).
+    this.conn.keepAliveMs = head.keepAliveTimeoutMs;
+    this.#bodyless = this.request.method === "HEAD" || head.status === 204 ||
+      head.status === 304;
+    this.#mustClose = !head.keepAlive || (!this.#bodyless && head.framing === "close");
+  }
+
+  /** Ends a response whose body the client never gets: the connection is closed. */
+  abandon(): void {
+    this.#finished = true;
+    this.#stopWatching();
+    this.#release(false);
+    this.#done = Promise.resolve({ bytes: 0, complete: true });
+  }
+
+  /** Ends a response whose small body could not be read; returns the error to throw. */
+  bodyFailed(error: unknown): unknown {
+    this.#finished = true;
+    this.#stopWatching();
+    this.#release(false);
+    if (this.#aborted) {
+      return new UpstreamError("aborted", "Cannot proxy: client went away", { cause: error });
+    }
+    return error;
+  }
+
+  /** After a 101: the socket leaves the pool for the caller's tunnel. */
+  tunnel(): NonNullable<UpstreamResponse["tunnel"]> {
+    this.#stopWatching();
+    this.#pool.detach(this.conn);
+    this.#released = true;
+    this.#finished = true;
+    this.#done = Promise.resolve({ bytes: 0, complete: true });
+    const initial = this.conn.takeAllBuffered();
+    return { conn: this.conn.detach(), initial };
+  }
+
+  /**
+   * The response body is over (or cut short): the connection goes back to the
+   * pool, reusable only after a complete exchange, and `done` settles. The
+   * client leaving mid-body also closed the socket (a pending read then fails).
+   */
+  finish(complete: boolean, bytes: number, error?: UpstreamError): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#stopWatching();
+    // Reuse only after a complete exchange: the whole request body sent (a backend that
+    // answered before reading it leaves the connection in an unknown state) and the
+    // whole response read.
+    const pumpState = this.#pumpState;
+    this.#release(
+      complete && pumpState !== "running" && pumpState !== "failed" && !this.#mustClose,
+    );
+    const outcome: BodyOutcome = { bytes, complete, error };
+    if (this.#resolveDone !== undefined) this.#resolveDone(outcome);
+    else this.#done = Promise.resolve(outcome);
+  }
+
+  /** The response to return, with `body`. */
+  answer(body: UpstreamResponse["body"], tunnel?: UpstreamResponse["tunnel"]): UpstreamResponse {
+    this.conn.unwatchClient();
+    let done = this.#done;
+    if (done === undefined) {
+      const { promise, resolve } = Promise.withResolvers<BodyOutcome>();
+      this.#done = done = promise;
+      this.#resolveDone = resolve;
+    }
+    const head = this.#head!;
+    const response = {
+      status: head.status,
+      statusText: head.statusText,
+      headers: head.headers,
+      connectionTokens: head.connectionTokens,
+      body,
+      done,
+    };
+    return tunnel === undefined ? response : { ...response, tunnel };
+  }
+}
+
+/**
+ * The request head, in the connection's write buffer when it fits.
+ *
+ * @throws {UpstreamError} `client-body` (a field that cannot be sent): nothing was written.
+ */
+function encodeHead(x: Exchange, extra: [string, string] | undefined): Uint8Array {
+  const { conn, request } = x;
+  try {
+    return encodeRequestHead(request.method, request.target, request.headers, {
+      extra,
+      buffer: (size) => conn.writeBuffer(size),
+    });
+  } catch (error) {
+    // Nothing was written, but the pool's bookkeeping for a taken connection assumes an
+    // exchange: close it rather than park it (a rare path).
+    x.abandon();
+    throw new UpstreamError("client-body", (error as Error).message, { cause: error });
+  }
+}
+
+/** The first write: the head, with a small buffered body in the same packet. */
+function firstWrite(head: Uint8Array, body: UpstreamRequest["body"]): Uint8Array {
+  if (!(body instanceof Uint8Array) || body.length === 0 || body.length > COALESCE_BYTES) {
+    return head;
+  }
+  // One write (one packet) for head and body: into the head's buffer when it has room.
+  const room = head.byteOffset === 0 && head.buffer.byteLength - head.length >= body.length;
+  const both = room
+    ? new Uint8Array(head.buffer, 0, head.length + body.length)
+    : new Uint8Array(head.length + body.length);
+  if (!room) both.set(head);
+  both.set(body, head.length);
+  return both;
+}
+
+/** @throws {UpstreamError} `protocol` for an interim answer that must not be skipped. */
+function checkInterim(status: number, count: number): void {
+  if (status === 101) {
+    throw new UpstreamError("protocol", "Cannot accept 101 to a request without Upgrade");
+  }
+  // Each interim answer restarts the idle timeout: bound them, or a backend sending
+  // "100 Continue" forever would hold the client (and a worker's CPU) forever.
+  if (count > MAX_INTERIM_ANSWERS) {
+    throw new UpstreamError(
+      "protocol",
+      `Cannot accept more than ${MAX_INTERIM_ANSWERS} interim (1xx) answers`,
+    );
+  }
+}
+
+/** A response without body (HEAD, 204, 304, or a Content-Length of 0): complete at once. */
+function bodylessAnswer(x: Exchange, head: ResponseHead): UpstreamResponse {
+  x.finish(true, 0);
+  // RFC 9110 section 8.6: never a Content-Length on a 204 (Deno drops it towards HTTP/1.1
+  // clients, but passes it to HTTP/2 ones), as nginx does.
+  if (head.status === 204 && head.framing === "length") {
+    normalizeContentLength(head.headers, undefined);
+  }
+  if (x.request.method !== "HEAD") return x.answer(null);
+  // A HEAD answer tells the length a GET would have: Deno writes `content-length: 0` for a
+  // null body and drops a listed one ("5, 5"), so pass the single parsed value, or an
+  // empty stream (no length at all) when the backend gave none.
+  if (head.framing !== "length") {
+    // Deno refuses any body, even an empty stream, on these statuses (and sends no length).
+    return x.answer(NULL_BODY_STATUS.has(head.status) ? null : emptyBody());
+  }
+  normalizeContentLength(head.headers, head.contentLength);
+  return x.answer(null);
+}
+
+/**
+ * A 205 has no content (RFC 9110 section 15.3.6) and Deno refuses one, but RFC 9112 frames
+ * whatever it carries like a 200's (an empty chunked body, or one delimited by the close):
+ * the client gets none, and the connection is closed rather than read to its end.
+ */
+function resetContentAnswer(x: Exchange, head: ResponseHead): UpstreamResponse {
+  x.abandon();
+  normalizeContentLength(head.headers, undefined);
+  return x.answer(null);
+}
+
+/** The response body as a stream that reads the socket only as fast as the client takes it. */
+function responseBodyStream(x: Exchange, head: ResponseHead): ReadableStream<Uint8Array> {
+  const conn = x.conn;
+  const next = bodyReader(conn, head);
   let bytes = 0;
   let onStall: (() => void) | undefined;
-  const releaseChunks = request.releaseBodyChunks === true;
+  const releaseChunks = x.request.releaseBodyChunks === true;
   // The chunk enqueued last, released once the next pull has awaited (Deno.serve has it then).
   let taken: Uint8Array<ArrayBuffer> | undefined;
-  const stream = new ReadableStream<Uint8Array>({
+  return new ReadableStream<Uint8Array>({
     start(controller) {
       // The client took nothing for the I/O timeout: the pool closed the connection.
       onStall = () => {
@@ -460,7 +590,7 @@ async function exchange(
           "timeout",
           "Cannot relay body: the client took nothing within the timeout",
         );
-        finish(false, bytes, error);
+        x.finish(false, bytes, error);
         controller.error(error);
       };
     },
@@ -474,7 +604,7 @@ async function exchange(
         }
         if (chunk === null) {
           controller.close();
-          finish(true, bytes);
+          x.finish(true, bytes);
         } else {
           bytes += chunk.length;
           controller.enqueue(chunk);
@@ -482,20 +612,19 @@ async function exchange(
           conn.waitForConsumer(onStall!);
         }
       } catch (error) {
-        const upstreamError = aborted
+        const upstreamError = x.aborted
           ? new UpstreamError("aborted", "Cannot relay body: client went away", { cause: error })
           : error instanceof UpstreamError
           ? error
           : new UpstreamError("reset", "Cannot read body", { cause: error });
-        finish(false, bytes, upstreamError);
+        x.finish(false, bytes, upstreamError);
         controller.error(upstreamError);
       }
     },
     cancel() {
-      finish(false, bytes, new UpstreamError("aborted", "Cannot relay body: client went away"));
+      x.finish(false, bytes, new UpstreamError("aborted", "Cannot relay body: client went away"));
     },
   }, BODY_QUEUE);
-  return answer(stream);
 }
 
 /**
