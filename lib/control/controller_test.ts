@@ -5,8 +5,8 @@ import type { ObjectSource, SourceStatus, StoreWriter } from "../sources/source.
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
-import { FakeTimers, settle } from "./_fake_timers.ts";
-import { captureLogs } from "./_test_logs.ts";
+import { FakeTimers, settle } from "../../tests/support/fake_timers.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import { Controller, type ControllerOptions } from "./controller.ts";
 
 /** A source the test drives by hand. */

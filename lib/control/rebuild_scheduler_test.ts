@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { FakeTimers, settle } from "./_fake_timers.ts";
+import { FakeTimers, settle } from "../../tests/support/fake_timers.ts";
 import { RebuildScheduler } from "./rebuild_scheduler.ts";
 
 function setup(options: { rebuildMs?: number } = {}) {

@@ -17,7 +17,7 @@ import {
   type WatchStep,
 } from "../../tests/support/fake_watch_server.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { captureLogs } from "../control/_test_logs.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import { KubeClient } from "./kube_client.ts";
 import { Reflector, type ReflectorEvent, type ReflectorOptions } from "./reflector.ts";
 import { INGRESSES } from "./resources.ts";

@@ -47,27 +47,6 @@ export const INGRESS_CLASSES: Resource = resource(
   false,
 );
 export const LEASES: Resource = resource("coordination.k8s.io", "v1", "leases", "Lease");
-export const CLUSTER_ROLES: Resource = resource(
-  "rbac.authorization.k8s.io",
-  "v1",
-  "clusterroles",
-  "ClusterRole",
-  false,
-);
-export const CLUSTER_ROLE_BINDINGS: Resource = resource(
-  "rbac.authorization.k8s.io",
-  "v1",
-  "clusterrolebindings",
-  "ClusterRoleBinding",
-  false,
-);
-export const ROLES: Resource = resource("rbac.authorization.k8s.io", "v1", "roles", "Role");
-export const ROLE_BINDINGS: Resource = resource(
-  "rbac.authorization.k8s.io",
-  "v1",
-  "rolebindings",
-  "RoleBinding",
-);
 
 /** `apiVersion` as written in objects: `v1`, `networking.k8s.io/v1`. */
 export function apiVersionOf(r: Resource): string {

@@ -19,8 +19,13 @@ import { snapshotMetrics } from "../metrics/exposition.ts";
 import type { Endpoint } from "../routing/snapshot.ts";
 import { accessLogFields, observeRequest } from "../workers/sluice_worker.ts";
 import type { AccessLogEntry, ProxyHandlerOptions } from "./proxy_handler.ts";
-import { closedPort, ok, startBackend, type UpstreamBackend } from "./_hostile_upstream.ts";
-import { upgradeHead } from "./_hostile_client.ts";
+import {
+  closedPort,
+  ok,
+  startBackend,
+  type UpstreamBackend,
+} from "../../tests/support/upstream_backends.ts";
+import { upgradeHead } from "../../tests/support/echo_world.ts";
 
 const HOST = "shop.example.com";
 

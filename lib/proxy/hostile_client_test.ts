@@ -21,7 +21,7 @@ import {
   upgradeHead,
   type WorldOptions,
   worldRunner,
-} from "./_hostile_client.ts";
+} from "../../tests/support/echo_world.ts";
 import {
   encodeClosePayload,
   encodeFrame,

@@ -20,7 +20,7 @@ import {
 } from "../../tests/support/scripted_backend.ts";
 import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { openH2, withH2World } from "../server/_hostile_h2.ts";
+import { openH2, withH2World } from "../../tests/support/raw_h2.ts";
 import { createProxyHandler } from "./proxy_handler.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";

@@ -29,7 +29,7 @@ import {
   createProxyHandler,
   type ProxyHandlerOptions,
 } from "./proxy_handler.ts";
-import { startBackend, type UpstreamBackend } from "./_hostile_upstream.ts";
+import { startBackend, type UpstreamBackend } from "../../tests/support/upstream_backends.ts";
 
 const HOST = "shop.example.com";
 

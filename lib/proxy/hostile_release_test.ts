@@ -16,8 +16,8 @@ import {
   startReleaseWorld,
   StarvedH2,
   untilStalled,
-} from "./_hostile_release.ts";
-import { connectTo } from "../server/_hostile_h2.ts";
+} from "../../tests/support/release_world.ts";
+import { connectTo } from "../../tests/support/raw_h2.ts";
 import type { ProxyHandlerOptions } from "./proxy_handler.ts";
 
 const KIB = 1024;

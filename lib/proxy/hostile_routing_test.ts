@@ -27,7 +27,7 @@ import {
   probe,
   type RuleSketch,
   worldRunner,
-} from "./_hostile_client.ts";
+} from "../../tests/support/echo_world.ts";
 import { createProxyHandler, type HstsOptions } from "./proxy_handler.ts";
 
 const SHOP = "shop.example.com";

@@ -21,13 +21,13 @@ import {
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { RawH2, statusOf } from "../server/_hostile_h2.ts";
+import { RawH2, statusOf } from "../../tests/support/raw_h2.ts";
 import { listenHttp } from "../server/http_listener.ts";
 import { listenHttps } from "../server/https_listener.ts";
 import type { Listener } from "../server/listener.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../workers/stub_snapshot.ts";
-import { acceptFor, SAMPLE_KEY } from "./_hostile_websocket.ts";
+import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
+import { acceptFor, SAMPLE_KEY } from "../../tests/support/websocket_world.ts";
 import { createProxyHandler, type ProxyHandler } from "./proxy_handler.ts";
 
 const HOST = "a.test";

@@ -30,7 +30,7 @@ import {
   readBody,
   requestLine,
   startBackend,
-} from "./_hostile_upstream.ts";
+} from "../../tests/support/upstream_backends.ts";
 
 const HOST = "shop.example.com";
 

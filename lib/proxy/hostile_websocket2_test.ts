@@ -3,7 +3,7 @@
  * after the 101 (fragments interleaved with pings, a client that stops
  * reading, oversized messages, close races), many relays at once, and what
  * the backend receives on the upgrade. Real proxy, raw backend
- * (`_hostile_websocket.ts`), and a raw client where exact frames matter. A
+ * (`tests/support/websocket_world.ts`), and a raw client where exact frames matter. A
  * comment starting "Was a bug" marks a test pinning a fix.
  *
  * @module
@@ -18,7 +18,7 @@ import {
   withWsWorld,
   wsFrame,
   type WsWorld,
-} from "./_hostile_websocket.ts";
+} from "../../tests/support/websocket_world.ts";
 import {
   encodeClosePayload,
   FrameDecoder,

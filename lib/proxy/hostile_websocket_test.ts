@@ -18,7 +18,7 @@ import {
   withWsWorld,
   type WsBackendConn,
   wsFrame,
-} from "./_hostile_websocket.ts";
+} from "../../tests/support/websocket_world.ts";
 import {
   encodeClosePayload,
   encodeFrame,

@@ -24,7 +24,7 @@ import { assertRejects } from "../../tests/support/assert.ts";
 import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { type AccessLogEntry, createProxyHandler } from "./proxy_handler.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
-import { closedPort } from "./_hostile_upstream.ts";
+import { closedPort } from "../../tests/support/upstream_backends.ts";
 import { gunzipSync } from "node:zlib";
 
 const HOST = "shop.example.com";

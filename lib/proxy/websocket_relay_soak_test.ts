@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { acceptFor, SAMPLE_KEY, wsFrame } from "./_hostile_websocket.ts";
-import type { ProbeReading } from "./_websocket_soak_probe.ts";
+import { acceptFor, SAMPLE_KEY, wsFrame } from "../../tests/support/websocket_world.ts";
+import type { ProbeReading } from "../../tests/support/websocket_soak_probe.ts";
 import { OP_TEXT } from "./ws_frame.ts";
 
 const encoder = new TextEncoder();
@@ -107,7 +107,7 @@ Deno.test("an ended relay's buffers are freed even when its client vanished with
       "--unstable-net",
       "--unstable-no-legacy-abort",
       "--v8-flags=--expose-gc",
-      new URL("./_websocket_soak_probe.ts", import.meta.url).pathname,
+      new URL("../../tests/support/websocket_soak_probe.ts", import.meta.url).pathname,
       String(backend.port),
     ],
     stdin: "piped",

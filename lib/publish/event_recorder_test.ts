@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { captureLogs } from "../control/_test_logs.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import type { Issue } from "../translate/issues.ts";
 import {
   type CoreEvent,
@@ -8,7 +8,7 @@ import {
   EventRecorder,
   ISSUE_REASON,
 } from "./event_recorder.ts";
-import { hangingRequests } from "./_test_clients.ts";
+import { hangingRequests } from "../../tests/support/hanging_requests.ts";
 
 const missingService: Issue = {
   kind: "Ingress",

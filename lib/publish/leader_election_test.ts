@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertThrows } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { KubeApiError } from "../k8s/kube_client.ts";
-import { captureLogs } from "../control/_test_logs.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import {
   LeaderElector,
   leaderIdentity,

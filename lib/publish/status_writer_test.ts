@@ -1,6 +1,6 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
-import { captureLogs } from "../control/_test_logs.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import { KubeApiError } from "../k8s/kube_client.ts";
 import type { Ingress } from "../k8s/objects.ts";
 import {
@@ -11,7 +11,7 @@ import {
   StatusWriter,
   type StatusWriterOptions,
 } from "./status_writer.ts";
-import { hangingRequests } from "./_test_clients.ts";
+import { hangingRequests } from "../../tests/support/hanging_requests.ts";
 
 function ingress(
   key: string,

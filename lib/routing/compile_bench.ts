@@ -15,8 +15,8 @@ import type { Ingress } from "../k8s/objects.ts";
 import { translate } from "../translate/translate.ts";
 import type { ClusterObjects } from "../translate/translation.ts";
 import { buildSnapshot } from "./snapshot_builder.ts";
-import { BENCH_OPTIONS, benchCluster } from "./_bench_world.ts";
-import { SLUICE_CLASS } from "./_test_world.ts";
+import { BENCH_OPTIONS, benchCluster } from "../../tests/support/bench_cluster.ts";
+import { SLUICE_CLASS } from "../../tests/support/route_world.ts";
 
 const DEFAULT_CERTIFICATE = { source: "sluice/self-signed", certPem: "c", keyPem: "k" };
 

@@ -14,7 +14,7 @@ import type { Translation } from "../translate/translation.ts";
 import { canonicalPrefix } from "../translate/paths.ts";
 import { compileRouteTable } from "./route_table.ts";
 import { normaliseRequestHost } from "./host.ts";
-import { BENCH_OPTIONS, benchCluster, benchRequests } from "./_bench_world.ts";
+import { BENCH_OPTIONS, benchCluster, benchRequests } from "../../tests/support/bench_cluster.ts";
 
 /** The baseline: test every route on every request, keep the best. */
 function linearScan(translation: Translation) {

@@ -10,9 +10,14 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { translate } from "../translate/translate.ts";
 import type { TranslateOptions } from "../translate/translation.ts";
-import { createReferenceMatcher } from "./reference_matcher.ts";
+import { createReferenceMatcher } from "../../tests/support/reference_matcher.ts";
 import { compileRouteTable } from "./route_table.ts";
-import { type IngressSketch, type PathSketch, TEST_OPTIONS, worldOf } from "./_test_world.ts";
+import {
+  type IngressSketch,
+  type PathSketch,
+  TEST_OPTIONS,
+  worldOf,
+} from "../../tests/support/route_world.ts";
 import { seededRandom } from "../../tests/support/seeded_random.ts";
 
 const random = seededRandom;

@@ -8,11 +8,11 @@
 import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
-import { createReferenceMatcher } from "./reference_matcher.ts";
+import { createReferenceMatcher } from "../../tests/support/reference_matcher.ts";
 import { compileRouteTable } from "./route_table.ts";
 import type { Match } from "./snapshot.ts";
-import { expectedOf, ROUTE_CASES } from "./_route_cases.ts";
-import { TEST_OPTIONS, worldOf } from "./_test_world.ts";
+import { expectedOf, ROUTE_CASES } from "../../tests/support/route_cases.ts";
+import { TEST_OPTIONS, worldOf } from "../../tests/support/route_world.ts";
 
 type Matcher = (translation: Translation) => (host: string, path: string) => Match | undefined;
 

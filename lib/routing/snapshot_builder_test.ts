@@ -7,7 +7,7 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { translate } from "../translate/translate.ts";
 import { buildSnapshot } from "./snapshot_builder.ts";
-import { TEST_OPTIONS, worldOf } from "./_test_world.ts";
+import { TEST_OPTIONS, worldOf } from "../../tests/support/route_world.ts";
 
 Deno.test("buildSnapshot() compiles routes and certificates under the given version, frozen", () => {
   const translation = translate(

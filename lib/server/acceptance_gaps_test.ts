@@ -27,7 +27,7 @@ import {
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
 import { SseProbe } from "../../tests/support/sse_probe.ts";
-import { type H2World, openH2, statusOf, textOf, withH2World } from "./_hostile_h2.ts";
+import { type H2World, openH2, statusOf, textOf, withH2World } from "../../tests/support/raw_h2.ts";
 
 type Fields = [string, string][];
 

@@ -7,7 +7,7 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { within } from "../../tests/support/wait.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../workers/stub_snapshot.ts";
+import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 
 const certificate = await generateSelfSignedCertificate({ hostnames: ["a.test"] });

@@ -3,7 +3,7 @@
  * injection, after James Kettle's "HTTP/2: The Sequel is Always Worse")
  * against the real data plane: the proxy handler behind the real HTTPS
  * listener (ALPN h2) and the real HTTP listener (h2c prior knowledge), raw
- * HTTP/2 frames from `_hostile_h2.ts`, and a backend that logs the raw
+ * HTTP/2 frames from `tests/support/raw_h2.ts`, and a backend that logs the raw
  * request heads it receives. Whatever Deno lets through, every head the
  * backend sees must be well framed (one request line of tokens, fields of
  * tokens and clean values, one Host, Content-Length fields that agree with
@@ -27,7 +27,7 @@ import {
   statusOf,
   textOf,
   withH2World,
-} from "./_hostile_h2.ts";
+} from "../../tests/support/raw_h2.ts";
 
 type Fields = [string, string][];
 

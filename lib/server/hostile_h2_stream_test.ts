@@ -2,7 +2,7 @@
  * Hostile HTTP/2 clients and streaming exchanges against the real data plane:
  * the proxy handler behind the real HTTPS listener (TLS relayed into the inner
  * `Deno.serve`, h2 by ALPN) and the real HTTP listener (h2c with prior
- * knowledge), with raw HTTP/2 frames (`_hostile_h2.ts`) so a test can send
+ * knowledge), with raw HTTP/2 frames (`tests/support/raw_h2.ts`) so a test can send
  * what polite clients refuse to, and scripted or echo backends that record
  * exactly what reached them. Part B drives HTTP/1.1 streaming with raw
  * sockets. A comment starting "Was a bug" marks a test pinning a fix; one test
@@ -31,7 +31,7 @@ import {
   statusOf,
   textOf,
   withH2World,
-} from "./_hostile_h2.ts";
+} from "../../tests/support/raw_h2.ts";
 
 type Fields = [string, string][];
 

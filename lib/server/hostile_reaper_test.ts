@@ -15,8 +15,8 @@ import { RawConnection } from "../../tests/support/raw_http.ts";
 import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import { createProxyHandler } from "../proxy/proxy_handler.ts";
-import { WsBackend } from "../proxy/_hostile_websocket.ts";
-import { RawH2, statusOf, textOf } from "./_hostile_h2.ts";
+import { WsBackend } from "../../tests/support/websocket_world.ts";
+import { RawH2, statusOf, textOf } from "../../tests/support/raw_h2.ts";
 import { ConnectionActivity } from "./connection_activity.ts";
 import { HttpConnectionReaper } from "./http_connection_reaper.ts";
 import { listenHttp } from "./http_listener.ts";
@@ -27,7 +27,7 @@ import {
   TIMEOUTS,
   trickleUntilClosed,
   world,
-} from "./_reaper_world.ts";
+} from "../../tests/support/reaper_world.ts";
 
 const NO_REAPS = { "first-bytes": 0, idle: 0, head: 0, send: 0 };
 

@@ -23,7 +23,7 @@ import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import { createProxyHandler, type ProxyHandler } from "../proxy/proxy_handler.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../workers/stub_snapshot.ts";
+import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
 import { listenHttp } from "./http_listener.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 import type { Listener } from "./listener.ts";

@@ -15,7 +15,7 @@ import { createProxyHandler } from "../proxy/proxy_handler.ts";
 import type { CertificateTable, ServingCertificate, Snapshot } from "../routing/snapshot.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import type { InspectCertificate } from "../translate/translation.ts";
-import { compileStubSnapshot } from "../workers/stub_snapshot.ts";
+import { compileStubSnapshot } from "../../tests/support/stub_snapshot.ts";
 import {
   base64,
   certificateTableFrom,
@@ -33,7 +33,7 @@ import {
   tlsData,
   tlsIngress,
   tlsSecret,
-} from "./_hostile_tls.ts";
+} from "../../tests/support/tls_secrets.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 import type { RequestHandler } from "./listener.ts";
 

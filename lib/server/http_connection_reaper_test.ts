@@ -1,7 +1,11 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { RawConnection } from "../../tests/support/raw_http.ts";
 import { within } from "../../tests/support/wait.ts";
-import { SWEEPS_PAST_TIMEOUTS, trickleUntilClosed, world } from "./_reaper_world.ts";
+import {
+  SWEEPS_PAST_TIMEOUTS,
+  trickleUntilClosed,
+  world,
+} from "../../tests/support/reaper_world.ts";
 
 Deno.test("a connection that sends nothing is closed after firstBytesTimeoutMs", async () => {
   await using w = world();

@@ -7,9 +7,15 @@ import {
 import { waitFor, within } from "../../tests/support/wait.ts";
 import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../workers/stub_snapshot.ts";
-import { tcpNoDelay } from "./_tcp_probe.ts";
-import { closeCode, httpsGet, keepAliveOk, tlsHandshake, wssConnect } from "./_test_client.ts";
+import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
+import { tcpNoDelay } from "../../tests/support/tcp_probe.ts";
+import {
+  closeCode,
+  httpsGet,
+  keepAliveOk,
+  tlsHandshake,
+  wssConnect,
+} from "../../tests/support/tls_client.ts";
 import { type HttpsListener, listenHttps } from "./https_listener.ts";
 import type { ConnectionInfo, RequestHandler } from "./listener.ts";
 
@@ -288,7 +294,7 @@ Deno.test("renewing the certificate under load fails no request", async () => {
       args: [
         "run",
         "--allow-net",
-        new URL("./testdata/tls_load_client.ts", import.meta.url).pathname,
+        new URL("../../tests/support/tls_load_client.ts", import.meta.url).pathname,
       ],
       stdin: "piped",
       stdout: "piped",

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertStringIncludes } from "../../tests/support/assert.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { tcpNoDelay } from "./_tcp_probe.ts";
+import { tcpNoDelay } from "../../tests/support/tcp_probe.ts";
 import {
   openDescriptorNumbers,
   setNoDelayOnListeningSockets,
@@ -9,7 +9,7 @@ import {
   type TcpConnection,
   tcpConnectionsOnPort,
 } from "./native_socket.ts";
-import { clientHello } from "./_hostile_tls.ts";
+import { clientHello } from "../../tests/support/tls_secrets.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 
 /** Connects to `listener` and returns the server's side of the connection with the client's. */

@@ -14,7 +14,7 @@ import {
   assertStringIncludes,
 } from "../../tests/support/assert.ts";
 import { within } from "../../tests/support/wait.ts";
-import { captureLogs } from "../control/_test_logs.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import { ObjectStore } from "../store/object_store.ts";
 import {
   loadedSource,
@@ -23,7 +23,7 @@ import {
   SERVICE_A,
   SERVICE_B,
   withDirectory,
-} from "./_test_manifests.ts";
+} from "../../tests/support/manifest_texts.ts";
 import { ManifestSource } from "./manifest_source.ts";
 import { parseManifest } from "./manifests.ts";
 

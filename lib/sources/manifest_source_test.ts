@@ -6,13 +6,19 @@ import {
   assertStringIncludes,
 } from "../../tests/support/assert.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { captureLogs } from "../control/_test_logs.ts";
+import { captureLogs } from "../../tests/support/captured_logs.ts";
 import { ObjectStore } from "../store/object_store.ts";
 import { Controller } from "../control/controller.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { translate } from "../translate/translate.ts";
 import type { Translation } from "../translate/translation.ts";
-import { loadedSource, names, SERVICE_A, SERVICE_B, withDirectory } from "./_test_manifests.ts";
+import {
+  loadedSource,
+  names,
+  SERVICE_A,
+  SERVICE_B,
+  withDirectory,
+} from "../../tests/support/manifest_texts.ts";
 import { ManifestSource } from "./manifest_source.ts";
 
 Deno.test("ManifestSource loads .yaml and .yml files and ignores others", async () => {

@@ -1,7 +1,6 @@
 /**
  * The only place in Sluice that touches Deno's internal per-SNI certificate
- * API. Everything else calls {@linkcode listenTlsWithSni},
- * {@linkcode serveHttpOnListener} and {@linkcode serveHttpOnConnection}.
+ * API. Everything else calls {@linkcode listenTlsWithSni}.
  *
  * Deno 2.9.6 has no public hook to choose a certificate per TLS server name.
  * Internal pieces make it possible:
@@ -24,8 +23,8 @@
  * Serving a TLS socket with either serve function, Deno 2.9.6 writes a
  * response's head and body separately on a socket without `TCP_NODELAY`
  * (which cannot be set on a TLS connection), and the client's delayed ACK
- * held each keep-alive response about 40 ms. The serve functions stay here
- * for the tests that pin these behaviours.
+ * held each keep-alive response about 40 ms. The serve functions are in
+ * `tests/support/deno_serve.ts`, for the tests that pin these behaviours.
  *
  * Caveats, measured on Deno 2.9.6 (see docs/deno-workarounds.md, 1 to 3):
  * - Deno caches the resolver's answer per server name for the listener's
@@ -43,7 +42,7 @@
  *   throws `BadResource` from inside Deno (an uncaught error: the process
  *   dies). Callers here never pass a signal; they only use `shutdown()`.
  * - These APIs are internal and may change in any Deno release:
- *   {@linkcode checkSniSupport} fails loudly, naming the Deno version and the
+ *   {@linkcode listenTlsWithSni} fails loudly, naming the Deno version and the
  *   missing piece, and `deno_sni_test.ts` proves the behaviour with real
  *   handshakes. Re-run it after every Deno upgrade.
  *
@@ -79,60 +78,21 @@ export interface ListenTlsWithSniOptions {
   readonly resolve: SniResolver;
 }
 
-/** Options of {@linkcode serveHttpOnListener}. */
-export interface ServeHttpOnListenerOptions {
-  /**
-   * Aborting it shuts the server down at once (not gracefully). Never abort it
-   * after `shutdown()` began or after the server finished on its own: Deno
-   * 2.9.6 then throws `BadResource` from inside (uncaught). Prefer `shutdown()`.
-   */
-  readonly signal?: AbortSignal;
-  /** Called when the handler throws; its response is sent instead. */
-  readonly onError?: (error: unknown) => Response | Promise<Response>;
-}
-
 /** The Deno version this module was written and tested against. */
-export const TESTED_DENO_VERSION = "2.9.6";
+const TESTED_DENO_VERSION = "2.9.6";
 
 const RESOLVER_SYMBOL_KEY = "unstableSniResolver";
 
 interface DenoInternals {
   readonly resolverSymbol?: unknown;
-  readonly serveHttpOnListener?: unknown;
-  readonly serveHttpOnConnection?: unknown;
-}
-
-type ServeHttpOnConnectionFn = (
-  conn: Deno.Conn,
-  signal: AbortSignal | undefined,
-  handler: Deno.ServeHandler<Deno.NetAddr>,
-  onError: (error: unknown) => Response | Promise<Response>,
-  onListen: (scheme: unknown) => void,
-) => Deno.HttpServer<Deno.NetAddr>;
-
-type ServeHttpOnListenerFn = (
-  listener: Deno.Listener,
-  signal: AbortSignal | undefined,
-  handler: Deno.ServeHandler<Deno.NetAddr>,
-  onError: (error: unknown) => Response | Promise<Response>,
-  onListen: (scheme: unknown) => void,
-) => Deno.HttpServer<Deno.NetAddr>;
-
-/**
- * Checks that the running Deno still offers the internal SNI APIs this module
- * uses, and throws an error naming the Deno version and the missing API if
- * not. Called by both functions below; call it at start-up to fail early.
- */
-export function checkSniSupport(): void {
-  internalFunction("serveHttpOnListener", 5);
-  internalFunction("serveHttpOnConnection", 5);
-  resolverSymbol();
 }
 
 /**
  * Opens a TLS listener whose certificate is chosen per server name by
- * `options.resolve`. The listener is not served yet: pass it to
- * {@linkcode serveHttpOnListener}, or accept connections from it directly.
+ * `options.resolve`. The listener is not served yet: accept connections
+ * from it directly (as `lib/server/https_listener.ts` does). Throws, naming
+ * the Deno version and the missing piece, when this Deno lacks the internal
+ * resolver.
  */
 export function listenTlsWithSni(options: ListenTlsWithSniOptions): Deno.TlsListener {
   const symbol = resolverSymbol();
@@ -152,43 +112,6 @@ export function listenTlsWithSni(options: ListenTlsWithSniOptions): Deno.TlsList
   );
 }
 
-/**
- * Serves HTTP/1.1 and HTTP/2 (chosen by ALPN on TLS listeners) on `listener`
- * with `handler`, like `Deno.serve`. The returned server's `shutdown()` stops
- * accepting at once (the listening socket is closed) and resolves when the
- * in-flight requests have finished; `finished` resolves after that.
- */
-export function serveHttpOnListener(
-  listener: Deno.Listener,
-  handler: Deno.ServeHandler<Deno.NetAddr>,
-  options: ServeHttpOnListenerOptions = {},
-): Deno.HttpServer<Deno.NetAddr> {
-  const serve = serveHttpOnListenerFunction();
-  const onError = options.onError ?? defaultOnError;
-  return serve(listener, options.signal, handler, onError, () => {});
-}
-
-/**
- * Serves HTTP/1.1 and HTTP/2 on one accepted connection (for a TLS connection
- * the protocol is chosen by ALPN during the handshake, which runs here). The
- * returned server's `shutdown()` lets an in-flight request finish and closes
- * the connection (at once when it is idle, including before its first request).
- * `finished` resolves when the connection is closed.
- */
-export function serveHttpOnConnection(
-  conn: Deno.Conn,
-  handler: Deno.ServeHandler<Deno.NetAddr>,
-  options: ServeHttpOnListenerOptions = {},
-): Deno.HttpServer<Deno.NetAddr> {
-  const serve = internalFunction("serveHttpOnConnection", 5) as ServeHttpOnConnectionFn;
-  const onError = options.onError ?? defaultOnError;
-  return serve(conn, options.signal, handler, onError, () => {});
-}
-
-function defaultOnError(): Response {
-  return new Response("Internal Server Error\n", { status: 500 });
-}
-
 function internals(): DenoInternals | undefined {
   const deno = Deno as unknown as { internal?: symbol } & Record<symbol, unknown>;
   const key = deno.internal;
@@ -202,27 +125,6 @@ function unsupported(what: string): Error {
       `(Sluice uses Deno's internal SNI API, tested on Deno "${TESTED_DENO_VERSION}"; ` +
       `see lib/tls/deno_sni.ts)`,
   );
-}
-
-function serveHttpOnListenerFunction(): ServeHttpOnListenerFn {
-  return internalFunction("serveHttpOnListener", 5) as ServeHttpOnListenerFn;
-}
-
-function internalFunction(
-  name: "serveHttpOnListener" | "serveHttpOnConnection",
-  minArity: number,
-): unknown {
-  const found = internals();
-  if (found === undefined) throw unsupported("Deno[Deno.internal] is missing");
-  const fn = found[name];
-  if (typeof fn !== "function") throw unsupported(`Deno[Deno.internal].${name} is missing`);
-  if (fn.length < minArity) {
-    throw unsupported(
-      `Deno[Deno.internal].${name} takes ${fn.length} arguments, ` +
-        `expected (listener or connection, signal, handler, onError, onListen)`,
-    );
-  }
-  return fn;
 }
 
 function resolverSymbol(): symbol {

@@ -7,15 +7,14 @@
  * @module
  */
 import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
-import { closeCode, httpsGet, tlsHandshake, wssConnect } from "../server/_test_client.ts";
+import { closeCode, httpsGet, tlsHandshake, wssConnect } from "../../tests/support/tls_client.ts";
 import {
-  checkSniSupport,
-  listenTlsWithSni,
+  checkServeInternals,
   serveHttpOnConnection,
   serveHttpOnListener,
   TESTED_DENO_VERSION,
-  type TlsKeyPair,
-} from "./deno_sni.ts";
+} from "../../tests/support/deno_serve.ts";
+import { listenTlsWithSni, type TlsKeyPair } from "./deno_sni.ts";
 import { generateSelfSignedCertificate } from "./self_signed.ts";
 
 const [certA, certA2, certB, certDefault] = await Promise.all([
@@ -29,9 +28,10 @@ function pair(certificate: { certPem: string; keyPem: string }): TlsKeyPair {
   return { cert: certificate.certPem, key: certificate.keyPem };
 }
 
-Deno.test("checkSniSupport() finds Deno's internal SNI API on this Deno", () => {
+Deno.test("Deno's internal SNI API is there on this Deno: the resolver listenTlsWithSni() needs, and both serve functions", () => {
   try {
-    checkSniSupport();
+    listenTlsWithSni({ hostname: "127.0.0.1", port: 0, resolve: () => pair(certA) }).close();
+    checkServeInternals();
   } catch (error) {
     throw new Error(
       `Deno ${Deno.version.deno} no longer offers the internal SNI API Sluice uses ` +

@@ -1,6 +1,6 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
-import { httpsGet } from "../server/_test_client.ts";
+import { httpsGet } from "../../tests/support/tls_client.ts";
 import { generateSelfSignedCertificate, SELF_SIGNED_SOURCE } from "./self_signed.ts";
 
 Deno.test("generateSelfSignedCertificate() makes an ECDSA P-256 end-entity certificate for the names", async () => {

@@ -23,7 +23,7 @@ import type {
   ServicePort,
 } from "../k8s/objects.ts";
 import { compileCertificateTable } from "../routing/certificate_table.ts";
-import { createReferenceMatcher } from "../routing/reference_matcher.ts";
+import { createReferenceMatcher } from "../../tests/support/reference_matcher.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import type { RouteTable } from "../routing/snapshot.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";

@@ -25,7 +25,7 @@ import type {
 } from "../k8s/objects.ts";
 import { createCertificateInspector } from "../tls/certificate_inspector.ts";
 import { compileCertificateTable } from "../routing/certificate_table.ts";
-import { createReferenceMatcher } from "../routing/reference_matcher.ts";
+import { createReferenceMatcher } from "../../tests/support/reference_matcher.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import type { Match } from "../routing/snapshot.ts";
 import { translate } from "./translate.ts";

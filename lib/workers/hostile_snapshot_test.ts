@@ -3,7 +3,7 @@
  * publications, poisoned snapshots, workers lost mid-publish, swaps under
  * traffic, a 10,000-Ingress snapshot, and the pool's stop with work in
  * flight. Real workers, real sockets; the probe worker
- * (`_snapshot_probe_worker.ts`) for the protocol, `sluice_worker.ts` with
+ * (`tests/support/snapshot_probe_worker.ts`) for the protocol, `sluice_worker.ts` with
  * echo backends for the data plane.
  *
  * @module
@@ -12,16 +12,16 @@ import { assert, assertBetween, assertEquals, assertRejects } from "../../tests/
 import { waitFor, within } from "../../tests/support/wait.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
-import { BENCH_OPTIONS, benchCluster } from "../routing/_bench_world.ts";
+import { BENCH_OPTIONS, benchCluster } from "../../tests/support/bench_cluster.ts";
 import { translate } from "../translate/translate.ts";
-import type { ProbeSnapshotData, ProbeStats } from "./_snapshot_probe_worker.ts";
-import type { TrafficAnswer, TrafficOrder } from "./_traffic_worker.ts";
+import type { ProbeSnapshotData, ProbeStats } from "../../tests/support/snapshot_probe_worker.ts";
+import type { TrafficAnswer, TrafficOrder } from "../../tests/support/traffic_worker.ts";
 import { compileSluiceSnapshot, type SluiceSnapshotData } from "./sluice_worker.ts";
 import type { WorkerConfig } from "./protocol.ts";
-import { httpsGet, tlsHandshake } from "../server/_test_client.ts";
+import { httpsGet, tlsHandshake } from "../../tests/support/tls_client.ts";
 import { type PublishResult, startWorkerPool, type WorkerPool } from "./worker_pool.ts";
 
-const PROBE = new URL("./_snapshot_probe_worker.ts", import.meta.url);
+const PROBE = new URL("../../tests/support/snapshot_probe_worker.ts", import.meta.url);
 
 const [certOld, certNew] = await Promise.all([
   generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "old" }),
@@ -458,7 +458,9 @@ async function measured<T>(
   host: string,
   during: () => Promise<T>,
 ): Promise<{ value: T; before: TrafficAnswer[]; while: TrafficAnswer[] }> {
-  const client = new Worker(new URL("./_traffic_worker.ts", import.meta.url), { type: "module" });
+  const client = new Worker(new URL("../../tests/support/traffic_worker.ts", import.meta.url), {
+    type: "module",
+  });
   const messages: unknown[] = [];
   const received = () => messages.length;
   client.onmessage = (event) => messages.push(event.data);

@@ -10,7 +10,7 @@
  */
 import { assertEquals } from "../../tests/support/assert.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { compileStubSnapshot, type StubSnapshotData } from "./stub_snapshot.ts";
+import { compileStubSnapshot, type StubSnapshotData } from "../../tests/support/stub_snapshot.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { startWorkerPool, type WorkerPool } from "./worker_pool.ts";
 import { runWorker, type WorkerScope } from "./worker_runtime.ts";

@@ -9,7 +9,7 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { within } from "../../tests/support/wait.ts";
-import { closedPort } from "../proxy/_hostile_upstream.ts";
+import { closedPort } from "../../tests/support/upstream_backends.ts";
 import { DataPlaneMetrics } from "../metrics/data_plane_metrics.ts";
 import { type MetricsSnapshot, snapshotMetrics } from "../metrics/exposition.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";

@@ -1,9 +1,9 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import type { StubSnapshotData } from "./stub_snapshot.ts";
+import type { StubSnapshotData } from "../../tests/support/stub_snapshot.ts";
 import { startWorkerPool } from "./worker_pool.ts";
 
-const STUB_WORKER = new URL("./testdata/stub_worker.ts", import.meta.url);
+const STUB_WORKER = new URL("../../tests/support/stub_worker.ts", import.meta.url);
 
 Deno.test("WorkerPool.heap() answers one heap reading per live worker", async () => {
   const data: StubSnapshotData = {

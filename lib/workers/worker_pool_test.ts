@@ -1,13 +1,13 @@
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { within } from "../../tests/support/wait.ts";
 import type { ServingCertificate } from "../routing/snapshot.ts";
-import { httpsGet, tlsHandshake } from "../server/_test_client.ts";
+import { httpsGet, tlsHandshake } from "../../tests/support/tls_client.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import type { SluiceSnapshotData } from "./sluice_worker.ts";
-import type { StubSnapshotData } from "./stub_snapshot.ts";
+import type { StubSnapshotData } from "../../tests/support/stub_snapshot.ts";
 import { startWorkerPool } from "./worker_pool.ts";
 
-const STUB_WORKER = new URL("./testdata/stub_worker.ts", import.meta.url);
+const STUB_WORKER = new URL("../../tests/support/stub_worker.ts", import.meta.url);
 
 const [certA1, certA2, certDefault] = await Promise.all([
   generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a1" }),
@@ -163,7 +163,7 @@ Deno.test("a worker that answers pings but never applies a snapshot is lost, and
   // awaits each publication) stalled and no route change was ever served again.
   const pool = await startWorkerPool<StubSnapshotData>({
     count: 1,
-    module: new URL("./testdata/deaf_snapshot_worker.ts", import.meta.url),
+    module: new URL("../../tests/support/deaf_snapshot_worker.ts", import.meta.url),
     config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
     snapshot: { version: 1, data: data("first:80", certA1) },
     heartbeatMs: 50,

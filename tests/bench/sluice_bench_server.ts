@@ -25,7 +25,7 @@ import type { Snapshot } from "../../lib/routing/snapshot.ts";
 import { createProxyHandler } from "../../lib/proxy/proxy_handler.ts";
 import type { RequestHandler } from "../../lib/server/listener.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
-import { compileStubSnapshot, type StubSnapshotData } from "../../lib/workers/stub_snapshot.ts";
+import { compileStubSnapshot, type StubSnapshotData } from "../support/stub_snapshot.ts";
 import { startWorkerPool } from "../../lib/workers/worker_pool.ts";
 import { runWorker, type WorkerScope } from "../../lib/workers/worker_runtime.ts";
 

@@ -21,7 +21,7 @@
 import { listenHttps } from "../../lib/server/https_listener.ts";
 import { startFlags } from "../support/sluice_process.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
-import { stubCertificateTable } from "../../lib/workers/stub_snapshot.ts";
+import { stubCertificateTable } from "../support/stub_snapshot.ts";
 
 const SELF = new URL(import.meta.url).pathname;
 const [mode = "main", ...args] = Deno.args;

@@ -28,10 +28,10 @@ import type { Backend, Translation } from "../../lib/translate/translation.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import type { SluiceSnapshotData } from "../../lib/workers/sluice_worker.ts";
 import { startWorkerPool } from "../../lib/workers/worker_pool.ts";
-import { closedPort, startBackend } from "../../lib/proxy/_hostile_upstream.ts";
-import { SAMPLE_KEY, WsBackend, wsFrame } from "../../lib/proxy/_hostile_websocket.ts";
+import { closedPort, startBackend } from "../support/upstream_backends.ts";
+import { SAMPLE_KEY, WsBackend, wsFrame } from "../support/websocket_world.ts";
 import { OP_CLOSE, OP_TEXT } from "../../lib/proxy/ws_frame.ts";
-import { H2_ERROR, RawH2 } from "../../lib/server/_hostile_h2.ts";
+import { H2_ERROR, RawH2 } from "../support/raw_h2.ts";
 
 // ---------------------------------------------------------------------------
 // Shared

@@ -22,7 +22,7 @@
  */
 import { listenHttps } from "../../lib/server/https_listener.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
-import { stubCertificateTable } from "../../lib/workers/stub_snapshot.ts";
+import { stubCertificateTable } from "../support/stub_snapshot.ts";
 import { setNoDelayOnListeningSockets } from "../../lib/server/native_socket.ts";
 
 function option(name: string, fallback: string): string {

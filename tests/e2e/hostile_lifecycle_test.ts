@@ -39,7 +39,7 @@ import {
   tempDir,
   TLS_HOST,
 } from "../support/hostile_lifecycle_support.ts";
-import { type RelayMode, startRelay } from "../support/_hostile_control_relay.ts";
+import { type RelayMode, startRelay } from "../support/apiserver_relay.ts";
 import { type E2EWorld, e2eWorld } from "./cluster_fixture.ts";
 import { writeKubeconfig } from "../support/kube.ts";
 import type { Lease } from "../../lib/publish/leader_election.ts";

@@ -22,7 +22,7 @@ import {
 } from "../../lib/k8s/resources.ts";
 import { KubeSource } from "../../lib/sources/kube_source.ts";
 import { Controller } from "../../lib/control/controller.ts";
-import { captureLogs } from "../../lib/control/_test_logs.ts";
+import { captureLogs } from "../support/captured_logs.ts";
 import { createCertificateInspector } from "../../lib/tls/certificate_inspector.ts";
 import type { Translation } from "../../lib/translate/translation.ts";
 

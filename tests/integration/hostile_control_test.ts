@@ -7,7 +7,7 @@
  * off, a Secret changing type, a watch that expires every time).
  *
  * Network faults the apiserver cannot make (a partition, a dead connection)
- * go through the loopback TCP relay of `tests/support/_hostile_control_relay.ts`;
+ * go through the loopback TCP relay of `tests/support/apiserver_relay.ts`;
  * only a watch that answers 410 every time uses the scripted server.
  *
  * Short election durations as in `leader_election_test.ts`: lease 2 s,
@@ -21,22 +21,15 @@ import { assert, assertBetween, assertEquals, assertStringIncludes } from "../su
 import { waitFor, within } from "../support/wait.ts";
 import { adminClient, clientWithToken, freshNamespace } from "../support/kube.ts";
 import { controllerToken } from "../support/controller_identity.ts";
-import { clientThrough, startRelay } from "../support/_hostile_control_relay.ts";
+import { clientThrough, startRelay } from "../support/apiserver_relay.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
 import { webIngressSpec } from "../support/fixture_objects.ts";
-import { captureLogs } from "../../lib/control/_test_logs.ts";
+import { captureLogs } from "../support/captured_logs.ts";
 import { KubeApiError, KubeClient } from "../../lib/k8s/kube_client.ts";
 import type { Ingress } from "../../lib/k8s/objects.ts";
-import {
-  CLUSTER_ROLE_BINDINGS,
-  INGRESSES,
-  LEASES,
-  NAMESPACES,
-  ROLE_BINDINGS,
-  SECRETS,
-  SERVICES,
-} from "../../lib/k8s/resources.ts";
+import { INGRESSES, LEASES, NAMESPACES, SECRETS, SERVICES } from "../../lib/k8s/resources.ts";
+import { CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS } from "../support/rbac_resources.ts";
 import {
   LeaderElector,
   type LeaderElectorOptions,

@@ -22,7 +22,7 @@ import {
 import type { ObjectStore } from "../../lib/store/object_store.ts";
 import { TLS_SECRET_SELECTOR } from "../../lib/sources/kube_source.ts";
 import { ownCluster, recordingTimers, reflectInto } from "../support/reflector_harness.ts";
-import { captureLogs } from "../../lib/control/_test_logs.ts";
+import { captureLogs } from "../support/captured_logs.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
 
 function ingress(name: string, host = `${name}.example.com`) {

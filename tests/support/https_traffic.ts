@@ -12,8 +12,8 @@
  *
  * @module
  */
-import { RawH2, statusOf, textOf } from "../../lib/server/_hostile_h2.ts";
-import { derOf, probeCertificate, sameBytes } from "../../lib/server/_hostile_tls.ts";
+import { RawH2, statusOf, textOf } from "./raw_h2.ts";
+import { derOf, probeCertificate, sameBytes } from "./tls_secrets.ts";
 import { closeQuietly, headerValue, RawConnection } from "./raw_http.ts";
 import { tally } from "./steady_traffic.ts";
 

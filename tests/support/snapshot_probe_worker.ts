@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): a worker entry for `hostile_snapshot_test.ts`.
+ * Test support: a worker entry for `hostile_snapshot_test.ts`.
  * Compiles {@linkcode ProbeSnapshotData} (the stub snapshot plus a poison
  * that makes chosen workers fail to compile it in a chosen way) and answers
  * every request with the snapshot version it read, the version served when it
@@ -10,9 +10,9 @@
  *
  * @module
  */
-import type { Snapshot } from "../routing/snapshot.ts";
+import type { Snapshot } from "../../lib/routing/snapshot.ts";
 import { compileStubSnapshot, type StubSnapshotData } from "./stub_snapshot.ts";
-import { runWorker, type WorkerScope } from "./worker_runtime.ts";
+import { runWorker, type WorkerScope } from "../../lib/workers/worker_runtime.ts";
 
 /** How a poisoned snapshot fails in the workers it names. */
 export type Poison =

@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): what `hostile_h2_stream_test.ts` attacks and
+ * Test support: what `hostile_h2_stream_test.ts` attacks and
  * attacks with.
  *
  * - {@linkcode RawH2}: a raw HTTP/2 client over TLS (ALPN `h2`) or plain TCP
@@ -21,20 +21,20 @@
  * @module
  */
 
-import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../workers/stub_snapshot.ts";
-import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
-import { concatBytes } from "../../tests/support/raw_http.ts";
-import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
+import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
+import { stubCertificateTable } from "./stub_snapshot.ts";
+import { type LoggedWarning, recordingLogger } from "./proxy_harness.ts";
+import { concatBytes } from "./raw_http.ts";
+import { type StaticRoute, staticSnapshot } from "./static_snapshot.ts";
 import {
   type AccessLogEntry,
   createProxyHandler,
   type ProxyHandler,
-} from "../proxy/proxy_handler.ts";
-import type { ProxyHandlerOptions } from "../proxy/proxy_handler.ts";
-import { type HttpsListener, listenHttps } from "./https_listener.ts";
-import { listenHttp } from "./http_listener.ts";
-import type { Listener } from "./listener.ts";
+} from "../../lib/proxy/proxy_handler.ts";
+import type { ProxyHandlerOptions } from "../../lib/proxy/proxy_handler.ts";
+import { type HttpsListener, listenHttps } from "../../lib/server/https_listener.ts";
+import { listenHttp } from "../../lib/server/http_listener.ts";
+import type { Listener } from "../../lib/server/listener.ts";
 
 // ---------------------------------------------------------------------------
 // Raw HTTP/2 client

@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): the one shared table of routing cases,
+ * Test support: the one shared table of routing cases,
  * `(Ingresses, host, path) → expected backend or status`, run against the
  * compiled route table and against the reference matcher.
  *
@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { IngressSketch } from "./_test_world.ts";
+import type { IngressSketch } from "./route_world.ts";
 
 /** One request and what it should get. */
 export type RouteRequest = readonly [host: string, path: string, expected: string, tls?: boolean];

@@ -11,13 +11,13 @@
  */
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
-import { webIngressSpec } from "../../tests/support/fixture_objects.ts";
-import type { Ingress, Secret } from "../k8s/objects.ts";
-import { compileCertificateTable } from "../routing/certificate_table.ts";
-import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
-import { createCertificateInspector } from "../tls/certificate_inspector.ts";
-import { translate } from "../translate/translate.ts";
-import type { InspectCertificate, Issue } from "../translate/translation.ts";
+import { webIngressSpec } from "./fixture_objects.ts";
+import type { Ingress, Secret } from "../../lib/k8s/objects.ts";
+import { compileCertificateTable } from "../../lib/routing/certificate_table.ts";
+import type { CertificateTable, ServingCertificate } from "../../lib/routing/snapshot.ts";
+import { createCertificateInspector } from "../../lib/tls/certificate_inspector.ts";
+import { translate } from "../../lib/translate/translate.ts";
+import type { InspectCertificate, Issue } from "../../lib/translate/translation.ts";
 
 // ---------------------------------------------------------------------------
 // Certificates

@@ -8,12 +8,12 @@
  * @module
  */
 
-import { RawConnection } from "../../tests/support/raw_http.ts";
-import { waitFor } from "../../tests/support/wait.ts";
-import { ConnectionActivity } from "./connection_activity.ts";
-import { HttpConnectionReaper } from "./http_connection_reaper.ts";
-import { listenHttp } from "./http_listener.ts";
-import type { ConnectionInfo, RequestHandler } from "./listener.ts";
+import { RawConnection } from "./raw_http.ts";
+import { waitFor } from "./wait.ts";
+import { ConnectionActivity } from "../../lib/server/connection_activity.ts";
+import { HttpConnectionReaper } from "../../lib/server/http_connection_reaper.ts";
+import { listenHttp } from "../../lib/server/http_listener.ts";
+import type { ConnectionInfo, RequestHandler } from "../../lib/server/listener.ts";
 
 export const TIMEOUTS = { firstBytesTimeoutMs: 300, idleTimeoutMs: 400, intervalMs: 50 };
 /** Sweeps that cover three idle timeouts: long enough for any timeout to have acted. */

@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): the proxy side of `websocket_relay_soak_test.ts`,
+ * Test support: the proxy side of `websocket_relay_soak_test.ts`,
  * run as its own process with `--v8-flags=--expose-gc`, so that what it
  * measures is the proxy alone (the test's clients and backend live in the
  * test's process). Serves the proxy handler (`tests/support/proxy_harness.ts`)
@@ -8,13 +8,13 @@
  * the isolate's heap and external (ArrayBuffer) memory after a full
  * collection, and how many relays ended. Exits at the end of stdin.
  *
- * Usage: `deno run -A --unstable-net --v8-flags=--expose-gc lib/proxy/_websocket_soak_probe.ts <backend port>`
+ * Usage: `deno run -A --unstable-net --v8-flags=--expose-gc tests/support/websocket_soak_probe.ts <backend port>`
  *
  * @module
  */
 // deno-lint-ignore-file no-console
-import { startProxy } from "../../tests/support/proxy_harness.ts";
-import { waitFor } from "../../tests/support/wait.ts";
+import { startProxy } from "./proxy_harness.ts";
+import { waitFor } from "./wait.ts";
 
 /** What the probe prints per stdin line. */
 export interface ProbeReading {

@@ -17,7 +17,7 @@ import type {
   RouteTable,
   ServingCertificate,
   Snapshot,
-} from "../routing/snapshot.ts";
+} from "../../lib/routing/snapshot.ts";
 
 /** One route: requests for `host` (exact, `*.suffix`, or `""` for any) under `path` go to `backend`. */
 export interface StubRoute {

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { LIBC_PATHS } from "./native_socket.ts";
+import { LIBC_PATHS } from "../../lib/server/native_socket.ts";
 
 const libc = Deno.dlopen(LIBC_PATHS[Deno.build.arch]!, {
   getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },

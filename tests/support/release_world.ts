@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): what `hostile_release_test.ts` attacks the
+ * Test support: what `hostile_release_test.ts` attacks the
  * release of streamed response chunks (`releaseTakenChunk`) with.
  *
  * - {@linkcode startPatternBackend}: a raw backend serving the echo backend's
@@ -21,7 +21,7 @@
  */
 
 import { createHash, type Hash } from "node:crypto";
-import type { ProxyHandlerOptions } from "./proxy_handler.ts";
+import type { ProxyHandlerOptions } from "../../lib/proxy/proxy_handler.ts";
 import {
   connectTo,
   encodeHeaderBlock,
@@ -29,11 +29,11 @@ import {
   type H2World,
   readFrames,
   startH2World,
-} from "../server/_hostile_h2.ts";
-import { patternBytes } from "../../tests/support/echo_backend.ts";
-import { concatBytes, latin1, latin1Bytes } from "../../tests/support/raw_http.ts";
-import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
-import { waitFor } from "../../tests/support/wait.ts";
+} from "./raw_h2.ts";
+import { patternBytes } from "./echo_backend.ts";
+import { concatBytes, latin1, latin1Bytes } from "./raw_http.ts";
+import { type ScriptedConn, startScriptedBackend } from "./scripted_backend.ts";
+import { waitFor } from "./wait.ts";
 
 // ---------------------------------------------------------------------------
 // Backend

@@ -9,9 +9,14 @@
  *
  * @module
  */
-import { concatBytes } from "../../tests/support/raw_http.ts";
-import { within } from "../../tests/support/wait.ts";
-import { decodeClosePayload, encodeFrame, FrameDecoder, type WsFrame } from "../proxy/ws_frame.ts";
+import { concatBytes } from "./raw_http.ts";
+import { within } from "./wait.ts";
+import {
+  decodeClosePayload,
+  encodeFrame,
+  FrameDecoder,
+  type WsFrame,
+} from "../../lib/proxy/ws_frame.ts";
 
 /**
  * Sends a keep-alive `GET path` for host `a.test` on `conn` and reads until the

@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): a client in its own worker, so that what it
+ * Test support: a client in its own worker, so that what it
  * measures is the serving workers and not the test's main thread (which
  * blocks while it posts a large snapshot). Told `{ port, host, lanes }`, it
  * sends `GET /` on fresh connections in `lanes` loops, posts `"running"`

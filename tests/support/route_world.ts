@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): compact builders for Ingress sets used by the
+ * Test support: compact builders for Ingress sets used by the
  * routing case table, the property test and the benchmarks. Every Service an
  * Ingress names exists with one ready endpoint, unless its name starts with
  * `missing`.
@@ -13,8 +13,8 @@ import type {
   IngressBackend,
   IngressClass,
   Service,
-} from "../k8s/objects.ts";
-import type { ClusterObjects, TranslateOptions } from "../translate/translation.ts";
+} from "../../lib/k8s/objects.ts";
+import type { ClusterObjects, TranslateOptions } from "../../lib/translate/translation.ts";
 
 /** `[path, pathType, service]`; the port is always 80. */
 export type PathSketch = readonly [path: string, pathType: string, service: string];

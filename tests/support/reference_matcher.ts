@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY: a slow, obvious matcher that answers the same question as the
+ * Test support: a slow, obvious matcher that answers the same question as the
  * compiled {@linkcode RouteTable}, by scanning every route and ranking all
  * candidates. Tests run the same cases against both; the data plane never uses
  * this.
@@ -11,8 +11,8 @@
  * @module
  */
 
-import type { Translation } from "../translate/translation.ts";
-import type { Backend, Match, RouteTable } from "./snapshot.ts";
+import type { Translation } from "../../lib/translate/translation.ts";
+import type { Backend, Match, RouteTable } from "../../lib/routing/snapshot.ts";
 
 /** Lowercase, port removed (IPv6 literals kept whole), trailing dot removed. */
 function cleanHost(raw: string): string {

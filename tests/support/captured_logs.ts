@@ -7,7 +7,7 @@
  * @module
  */
 import { configureSync, getLogger, type LogRecord, resetSync } from "@logtape/logtape";
-import type { Logger } from "../log/logging.ts";
+import type { Logger } from "../../lib/log/logging.ts";
 
 /** Captured records and a logger that feeds them. */
 export interface CapturedLogs extends Disposable {

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { compileStubSnapshot, type StubSnapshotData } from "../stub_snapshot.ts";
-import { runWorker, type WorkerScope } from "../worker_runtime.ts";
+import { compileStubSnapshot, type StubSnapshotData } from "./stub_snapshot.ts";
+import { runWorker, type WorkerScope } from "../../lib/workers/worker_runtime.ts";
 
 const name = (self as unknown as { name: string }).name;
 

@@ -8,22 +8,22 @@
  * @module
  */
 
-import { startProxy } from "../../tests/support/proxy_harness.ts";
-import type { HarnessOptions, ProxyHarness } from "../../tests/support/proxy_harness.ts";
-import { concatBytes, latin1Bytes } from "../../tests/support/raw_http.ts";
+import { startProxy } from "./proxy_harness.ts";
+import type { HarnessOptions, ProxyHarness } from "./proxy_harness.ts";
+import { concatBytes, latin1Bytes } from "./raw_http.ts";
 import {
   type ScriptedBackend,
   type ScriptedConn,
   startScriptedBackend,
-} from "../../tests/support/scripted_backend.ts";
-import { waitFor, within } from "../../tests/support/wait.ts";
+} from "./scripted_backend.ts";
+import { waitFor, within } from "./wait.ts";
 import {
   decodeClosePayload,
   encodeFrame,
   FrameDecoder,
   OP_CLOSE,
   type WsFrame,
-} from "./ws_frame.ts";
+} from "../../lib/proxy/ws_frame.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 

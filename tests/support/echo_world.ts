@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): the world `hostile_client_test.ts` and
+ * Test support: the world `hostile_client_test.ts` and
  * `hostile_routing_test.ts` attack.
  * The real proxy handler behind the real HTTP listener (`lib/server/`),
  * routing through the real compiled route table (`lib/routing/`), with one
@@ -10,25 +10,16 @@
  * @module
  */
 
-import {
-  type EchoBackend,
-  type LoggedRequest,
-  startEchoBackend,
-} from "../../tests/support/echo_backend.ts";
-import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
-import {
-  parseResponses,
-  RawConnection,
-  rawRequest,
-  type RawResponse,
-} from "../../tests/support/raw_http.ts";
-import { waitFor } from "../../tests/support/wait.ts";
-import { compileRouteTable } from "../routing/route_table.ts";
-import type { Backend, CertificateTable, Snapshot } from "../routing/snapshot.ts";
-import { listenHttp } from "../server/http_listener.ts";
-import type { Route } from "../translate/translation.ts";
-import { createProxyHandler, type ProxyHandlerOptions } from "./proxy_handler.ts";
-import { decodeClosePayload, FrameDecoder, type WsFrame } from "./ws_frame.ts";
+import { type EchoBackend, type LoggedRequest, startEchoBackend } from "./echo_backend.ts";
+import { type LoggedWarning, recordingLogger } from "./proxy_harness.ts";
+import { parseResponses, RawConnection, rawRequest, type RawResponse } from "./raw_http.ts";
+import { waitFor } from "./wait.ts";
+import { compileRouteTable } from "../../lib/routing/route_table.ts";
+import type { Backend, CertificateTable, Snapshot } from "../../lib/routing/snapshot.ts";
+import { listenHttp } from "../../lib/server/http_listener.ts";
+import type { Route } from "../../lib/translate/translation.ts";
+import { createProxyHandler, type ProxyHandlerOptions } from "../../lib/proxy/proxy_handler.ts";
+import { decodeClosePayload, FrameDecoder, type WsFrame } from "../../lib/proxy/ws_frame.ts";
 
 /** `[host, path, pathType, service]`; host `""` for any host. A service `none/*` has no endpoints. */
 export type RuleSketch = readonly [

@@ -1,13 +1,13 @@
 /**
- * TEST-ONLY (folder-private): manifest texts and a temporary directory for the
+ * Test support: manifest texts and a temporary directory for the
  * `--manifests` source tests. Not part of Sluice.
  *
  * @module
  */
-import { within } from "../../tests/support/wait.ts";
-import type { Logger } from "../log/logging.ts";
-import { ObjectStore } from "../store/object_store.ts";
-import { ManifestSource, type ManifestSourceOptions } from "./manifest_source.ts";
+import { within } from "./wait.ts";
+import type { Logger } from "../../lib/log/logging.ts";
+import { ObjectStore } from "../../lib/store/object_store.ts";
+import { ManifestSource, type ManifestSourceOptions } from "../../lib/sources/manifest_source.ts";
 
 export const SERVICE_A = `kind: Service
 metadata: {name: a, namespace: shop}

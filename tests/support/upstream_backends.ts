@@ -1,5 +1,5 @@
 /**
- * TEST-ONLY (folder-private): loopback backends for `hostile_upstream_test.ts`
+ * Test support: loopback backends for `hostile_upstream_test.ts`
  * that can stop listening while their connections stay open (a pod going
  * away), come back on a port they had, and count what reached them. Built on
  * {@linkcode ScriptedConn} from `tests/support/scripted_backend.ts`. Not part
@@ -8,9 +8,9 @@
  * @module
  */
 
-import { closeQuietly } from "../../tests/support/raw_http.ts";
-import { ScriptedConn } from "../../tests/support/scripted_backend.ts";
-import type { Endpoint } from "../routing/snapshot.ts";
+import { closeQuietly } from "./raw_http.ts";
+import { ScriptedConn } from "./scripted_backend.ts";
+import type { Endpoint } from "../../lib/routing/snapshot.ts";
 
 /** A backend whose listener and connections have separate lifetimes; disposing it closes it. */
 export interface UpstreamBackend extends AsyncDisposable {

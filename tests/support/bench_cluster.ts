@@ -1,5 +1,5 @@
 /**
- * BENCH-ONLY (folder-private): synthetic clusters and requests for the lookup
+ * Bench support: synthetic clusters and requests for the lookup
  * and compile benchmarks. `n` Ingresses, 5 paths each, one host each (a
  * quarter of them wildcards), Exact and Prefix paths, Services spread over 100
  * namespaces; requests mixing exact hits, wildcard hits, misses and deep paths.
@@ -7,8 +7,8 @@
  * @module
  */
 
-import type { ClusterObjects, TranslateOptions } from "../translate/translation.ts";
-import { type IngressSketch, TEST_OPTIONS, worldOf } from "./_test_world.ts";
+import type { ClusterObjects, TranslateOptions } from "../../lib/translate/translation.ts";
+import { type IngressSketch, TEST_OPTIONS, worldOf } from "./route_world.ts";
 
 /** Options for benchmark translations. */
 export const BENCH_OPTIONS: TranslateOptions = TEST_OPTIONS;
