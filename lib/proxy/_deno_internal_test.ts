@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, strictEqual } from "node:assert/strict";
+import { assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { createHash } from "node:crypto";
 import {
   lastHeaderListSource,
@@ -15,7 +15,11 @@ import { waitFor } from "../../tests/support/wait.ts";
 // public, sorted and combined `req.headers`) but loses header order and case fidelity.
 // Re-check `_deno_internal.ts` against the new Deno's ext/http/00_serve.ts.
 Deno.test("requestHeaderList() reads Deno.serve's wire-order header list (Deno 2.9.6 internals)", async () => {
-  strictEqual(Deno.version.deno, "2.9.6", "Deno changed: re-check lib/proxy/_deno_internal.ts");
+  assertStrictEquals(
+    Deno.version.deno,
+    "2.9.6",
+    "Deno changed: re-check lib/proxy/_deno_internal.ts",
+  );
   let seen: [string, string][] = [];
   let source = "";
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
@@ -35,7 +39,11 @@ Deno.test("requestHeaderList() reads Deno.serve's wire-order header list (Deno 2
     conn.close();
     await server.shutdown();
   }
-  strictEqual(source, "internal", "Deno's inner request changed shape; header fidelity is lost");
+  assertStrictEquals(
+    source,
+    "internal",
+    "Deno's inner request changed shape; header fidelity is lost",
+  );
   assertEquals(seen, [
     ["Host", "a.example"],
     ["Zeta", "1"],
@@ -93,7 +101,11 @@ function sha256(bytes: Uint8Array): string {
 // JavaScript before handing them to Rust, released chunks would go out empty and these
 // bodies would come out short. Re-check ext/web/06_streams.js `resourceForReadableStream`.
 Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole to a client that stalled (HTTP/1.1)", async () => {
-  strictEqual(Deno.version.deno, "2.9.6", "Deno changed: re-check lib/proxy/_deno_internal.ts");
+  assertStrictEquals(
+    Deno.version.deno,
+    "2.9.6",
+    "Deno changed: re-check lib/proxy/_deno_internal.ts",
+  );
   let state = { stalled: false };
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
     const made = releasingBody();
@@ -116,10 +128,10 @@ Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole to a
     const all = concatBytes(received);
     const text = latin1(all.subarray(0, 4096));
     const headEnd = text.indexOf("\r\n\r\n") + 4;
-    strictEqual(text.slice(0, 15), "HTTP/1.1 200 OK");
+    assertStrictEquals(text.slice(0, 15), "HTTP/1.1 200 OK");
     const body = dechunk(all.subarray(headEnd));
-    strictEqual(body.length, CHUNK * CHUNKS);
-    strictEqual(sha256(body), patternSha256(CHUNK * CHUNKS));
+    assertStrictEquals(body.length, CHUNK * CHUNKS);
+    assertStrictEquals(sha256(body), patternSha256(CHUNK * CHUNKS));
   } finally {
     conn.close();
     await server.shutdown();
@@ -137,8 +149,8 @@ Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole over
   try {
     const response = await fetch(`https://localhost:${server.addr.port}/`, { client });
     const body = new Uint8Array(await response.arrayBuffer());
-    strictEqual(body.length, CHUNK * CHUNKS);
-    strictEqual(sha256(body), patternSha256(CHUNK * CHUNKS));
+    assertStrictEquals(body.length, CHUNK * CHUNKS);
+    assertStrictEquals(sha256(body), patternSha256(CHUNK * CHUNKS));
   } finally {
     client.close();
     await server.shutdown();
@@ -152,8 +164,8 @@ Deno.test("releaseTakenChunk(): a body read in JavaScript loses the released chu
     () => undefined,
     (e: unknown) => e,
   );
-  strictEqual(error instanceof TypeError, true, `expected a TypeError, got ${error}`);
-  strictEqual(String(error).includes("detached"), true, String(error));
+  assertStrictEquals(error instanceof TypeError, true, `expected a TypeError, got ${error}`);
+  assertStrictEquals(String(error).includes("detached"), true, String(error));
 });
 
 /** Decodes an HTTP/1.1 chunked body (the test's own response, so well-formed). */
@@ -227,18 +239,18 @@ Deno.test("releaseWrittenChunk(): Deno.serve hands out every request body chunk 
       method: "PUT",
       body: patternBytes(0, size) as Uint8Array<ArrayBuffer>,
     });
-    strictEqual(await withLength.text(), "ok");
+    assertStrictEquals(await withLength.text(), "ok");
     const chunked = await fetch(`http://127.0.0.1:${plain.addr.port}/`, {
       method: "PUT",
       body: upload(),
     });
-    strictEqual(await chunked.text(), "ok");
+    assertStrictEquals(await chunked.text(), "ok");
     const h2 = await fetch(`https://localhost:${tls.addr.port}/`, {
       method: "PUT",
       body: upload(),
       client,
     });
-    strictEqual(await h2.text(), "ok");
+    assertStrictEquals(await h2.text(), "ok");
   } finally {
     client.close();
     await plain.shutdown();

@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, ok as assert, throws } from "node:assert/strict";
+import { assert, assertEquals, assertThrows } from "../../tests/support/assert.ts";
 import {
   decodeLatin1,
   encodeRequestHead,
@@ -101,7 +101,12 @@ Deno.test("parseResponseHead() refuses what must not reach a client", () => {
     "HTTP/1.1 200 OK\r\nBad Name: a\r\n\r\n",
   ];
   for (const text of bad) {
-    throws(() => parseResponseHead(text), UpstreamProtocolError, JSON.stringify(text));
+    assertThrows(
+      () => parseResponseHead(text),
+      UpstreamProtocolError,
+      undefined,
+      JSON.stringify(text),
+    );
   }
 });
 
@@ -110,7 +115,7 @@ Deno.test("parseChunkSize() reads hex with extensions and refuses junk", () => {
   assertEquals(parseChunkSize("FF;name=value"), 255);
   assertEquals(parseChunkSize("0"), 0);
   for (const bad of ["", "zz", "-1", "0x10", "1 2", "1234567890abc"]) {
-    throws(() => parseChunkSize(bad), UpstreamProtocolError, bad);
+    assertThrows(() => parseChunkSize(bad), UpstreamProtocolError, undefined, bad);
   }
 });
 

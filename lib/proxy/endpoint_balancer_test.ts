@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import { assertEquals } from "../../tests/support/assert.ts";
 import type { Backend } from "../routing/snapshot.ts";
 import { EndpointBalancer } from "./endpoint_balancer.ts";
 import { endpointKey } from "./upstream_pool.ts";

@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { createCidrMatcher } from "./cidr.ts";
 import {
   forwardRequestHeaders,

@@ -1,4 +1,3 @@
-import { deepStrictEqual as assertEquals, ok, strictEqual } from "node:assert/strict";
 import { createHash } from "node:crypto";
 import {
   type EchoBackend,
@@ -20,7 +19,12 @@ import {
   RawConnection,
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
-import { assertRejects } from "../../tests/support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertRejects,
+  assertStrictEquals,
+} from "../../tests/support/assert.ts";
 import { type StaticRoute, staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { type AccessLogEntry, createProxyHandler } from "./proxy_handler.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
@@ -99,9 +103,9 @@ Deno.test("proxy sends the backend the client's fields in wire order and case, d
       `GET /a/../b?q=%20x&y HTTP/1.1\r\nHost: ${HOST}\r\nZeta: 1\r\nX-Dup: one\r\nalpha: 2\r\n` +
         "x-dup: two\r\nAccept-Encoding: gzip\r\nUser-Agent: raw-test\r\n\r\n",
     );
-    strictEqual(response.status, 200);
+    assertStrictEquals(response.status, 200);
     const echo = echoJson(response);
-    strictEqual(echo.target, "/b?q=%20x&y");
+    assertStrictEquals(echo.target, "/b?q=%20x&y");
     assertEquals(withoutForwarding(echo.headers), [
       ["Host", HOST],
       ["Zeta", "1"],
@@ -142,7 +146,7 @@ Deno.test("proxy appends to X-Forwarded-For and keeps X-Forwarded-Proto from a t
     assertEquals(headerValues(fields, "x-real-ip"), ["198.51.100.9"]);
     assertEquals(headerValues(fields, "x-forwarded-proto"), ["https"]);
     const id = headerValue(fields, "x-request-id") ?? "";
-    ok(/^[0-9a-f]{32}$/.test(id), id);
+    assert(/^[0-9a-f]{32}$/.test(id), id);
   }, { trustedProxyCidrs: ["127.0.0.0/8"] });
 });
 
@@ -157,13 +161,13 @@ Deno.test("proxy removes hop-by-hop fields in both directions", async () => {
     assertEquals(withoutForwarding(echoJson(request).headers), [["Host", HOST], ["X-Kept", "yes"]]);
 
     const response = await raw(proxy, `GET /hop HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(latin1(response.body), "hop\n");
+    assertStrictEquals(latin1(response.body), "hop\n");
     const names = response.headers.map(([name]) => name.toLowerCase());
     for (const hop of ["x-hop-named", "keep-alive", "proxy-connection", "upgrade", "trailer"]) {
-      ok(!names.includes(hop), `${hop} leaked: ${names}`);
+      assert(!names.includes(hop), `${hop} leaked: ${names}`);
     }
-    ok(!(headerValue(response.headers, "connection") ?? "").toLowerCase().includes("x-hop"));
-    strictEqual(headerValue(response.headers, "x-end-to-end"), "passes");
+    assert(!(headerValue(response.headers, "connection") ?? "").toLowerCase().includes("x-hop"));
+    assertStrictEquals(headerValue(response.headers, "x-end-to-end"), "passes");
     assertEquals(response.trailers, []);
   });
 });
@@ -174,13 +178,16 @@ Deno.test("proxy passes a gzip body and its Content-Encoding through byte for by
       proxy,
       `GET /gzip HTTP/1.1\r\nHost: ${HOST}\r\nAccept-Encoding: gzip\r\n\r\n`,
     );
-    strictEqual(headerValue(response.headers, "content-encoding"), "gzip");
-    strictEqual(Number(headerValue(response.headers, "content-length")), response.body.length);
-    strictEqual(
+    assertStrictEquals(headerValue(response.headers, "content-encoding"), "gzip");
+    assertStrictEquals(
+      Number(headerValue(response.headers, "content-length")),
+      response.body.length,
+    );
+    assertStrictEquals(
       createHash("sha256").update(response.body).digest("hex"),
       headerValue(response.headers, "x-body-sha256"),
     );
-    strictEqual(new TextDecoder().decode(gunzipSync(response.body)), GZIP_PLAIN);
+    assertStrictEquals(new TextDecoder().decode(gunzipSync(response.body)), GZIP_PLAIN);
   });
 });
 
@@ -197,9 +204,9 @@ Deno.test("proxy keeps several Set-Cookie fields separate and passes 3xx through
         proxy,
         `GET /redirect?status=${status}&to=/next%3Fa HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`,
       );
-      strictEqual(redirect.status, status);
-      strictEqual(headerValue(redirect.headers, "location"), "/next?a");
-      strictEqual(headerValue(redirect.headers, "set-cookie"), "r=1; Path=/");
+      assertStrictEquals(redirect.status, status);
+      assertStrictEquals(headerValue(redirect.headers, "location"), "/next?a");
+      assertStrictEquals(headerValue(redirect.headers, "set-cookie"), "r=1; Path=/");
     }
   });
 });
@@ -210,17 +217,17 @@ Deno.test("proxy answers HEAD, 204 and 304 without a body and keeps HEAD's Conte
     try {
       await conn.send(`HEAD /bytes?n=12345 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
       const head = await conn.readResponse({ head: true });
-      strictEqual(head.status, 200);
-      strictEqual(headerValue(head.headers, "content-length"), "12345");
+      assertStrictEquals(head.status, 200);
+      assertStrictEquals(headerValue(head.headers, "content-length"), "12345");
       for (const status of [204, 304]) {
         await conn.send(`GET /?status=${status} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
         const response = await conn.readResponse();
-        strictEqual(response.status, status);
-        strictEqual(response.body.length, 0);
+        assertStrictEquals(response.status, status);
+        assertStrictEquals(response.body.length, 0);
       }
       // The connection is still in sync after the bodiless answers.
       await conn.send(`GET /last HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-      strictEqual(echoJson(await conn.readResponse()).target, "/last");
+      assertStrictEquals(echoJson(await conn.readResponse()).target, "/last");
     } finally {
       conn.close();
     }
@@ -232,9 +239,9 @@ Deno.test("proxy skips 1xx responses and relays close-delimited and HTTP/1.0 bod
     const early = await raw(proxy, `GET /1xx HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
     assertEquals([early.status, latin1(early.body)], [200, "after 1xx\n"]);
     const closeDelimited = await raw(proxy, `GET /close HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(latin1(closeDelimited.body), "close-delimited body\n");
+    assertStrictEquals(latin1(closeDelimited.body), "close-delimited body\n");
     const old = await raw(proxy, `GET /http10 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(latin1(old.body), "http/1.0 body\n");
+    assertStrictEquals(latin1(old.body), "http/1.0 body\n");
   });
 });
 
@@ -242,10 +249,10 @@ Deno.test("proxy reuses one upstream connection for sequential requests", async 
   await withProxy(async ({ proxy, backend }) => {
     for (let i = 0; i < 5; i++) {
       const response = await raw(proxy, `GET /n${i} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-      strictEqual(response.status, 200);
+      assertStrictEquals(response.status, 200);
     }
-    strictEqual(backend.connectionsAccepted, 1);
-    strictEqual(proxy.handler.pool.stats().idle, 1);
+    assertStrictEquals(backend.connectionsAccepted, 1);
+    assertStrictEquals(proxy.handler.pool.stats().idle, 1);
   });
 });
 
@@ -253,10 +260,10 @@ Deno.test("proxy streams SSE events to the client before the stream ends", async
   await withProxy(async ({ proxy, backend }) => {
     // Two events an hour apart: only a streaming proxy delivers the first one in time.
     const response = await fetch(`${proxy.url}/sse?n=2&interval=3600000`);
-    strictEqual(headerValue([...response.headers], "content-type"), "text/event-stream");
+    assertStrictEquals(headerValue([...response.headers], "content-type"), "text/event-stream");
     const reader = response.body!.getReader();
     const first = await reader.read();
-    strictEqual(new TextDecoder().decode(first.value), "id: 0\ndata: event 0\n\n");
+    assertStrictEquals(new TextDecoder().decode(first.value), "id: 0\ndata: event 0\n\n");
     // Leaving mid-stream closes the backend connection too.
     await reader.cancel();
     await backend.waitFor(() => backend.connectionsOpen === 0);
@@ -301,7 +308,7 @@ Deno.test("proxy streams a 64 MiB download and a 64 MiB upload with matching has
     } finally {
       conn.close();
     }
-    strictEqual(backend.requests.filter((r) => r.error !== undefined).length, 0);
+    assertStrictEquals(backend.requests.filter((r) => r.error !== undefined).length, 0);
   });
 });
 
@@ -313,7 +320,7 @@ Deno.test("proxy aborts the upstream request when the client leaves while waitin
     conn.close();
     await backend.waitFor(() => backend.connectionsOpen === 0);
     await waitUntil(() => proxy.accessLog.length === 1);
-    strictEqual(proxy.accessLog[0]?.error, "aborted");
+    assertStrictEquals(proxy.accessLog[0]?.error, "aborted");
   });
 });
 
@@ -321,16 +328,16 @@ Deno.test("proxy aborts the upstream request when the client leaves while a pool
   await withProxy(async ({ proxy, backend }) => {
     // A first request leaves a pooled connection: the second takes it without connecting, so
     // its client is watched only once the backend is slow to answer.
-    strictEqual((await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`)).status, 200);
+    assertStrictEquals((await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`)).status, 200);
     await backend.waitFor(() => backend.connectionsOpen === 1);
     const conn = await RawConnection.open(proxy.port);
     await conn.send(`GET /?delay=60000 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
     await backend.waitFor(() => backend.requests.length === 2);
-    strictEqual(backend.connectionsOpen, 1, "the slow request took the pooled connection");
+    assertStrictEquals(backend.connectionsOpen, 1, "the slow request took the pooled connection");
     conn.close();
     await backend.waitFor(() => backend.connectionsOpen === 0);
     await waitUntil(() => proxy.accessLog.length === 2);
-    strictEqual(proxy.accessLog[1]?.error, "aborted");
+    assertStrictEquals(proxy.accessLog[1]?.error, "aborted");
   });
 });
 
@@ -353,7 +360,7 @@ Deno.test("proxy answers 502 when every endpoint refuses the connection", async 
   await withProxy(async ({ proxy }) => {
     const response = await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
     assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"]);
-    strictEqual(proxy.accessLog[0]?.error, "connect-failed");
+    assertStrictEquals(proxy.accessLog[0]?.error, "connect-failed");
   }, { routes: () => [{ host: HOST, endpoints: [{ address: "127.0.0.1", port: closed }] }] });
 });
 
@@ -366,11 +373,11 @@ Deno.test("proxy retries the next endpoint after a refused connect and marks the
         proxy,
         `POST /r${i} HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 2\r\n\r\nhi`,
       );
-      strictEqual(response.status, 200);
-      strictEqual(echoJson(response).body.length, 2);
+      assertStrictEquals(response.status, 200);
+      assertStrictEquals(echoJson(response).body.length, 2);
     }
-    strictEqual(backend.requests.length, 4);
-    ok(proxy.handler.balancer.isDown(dead));
+    assertStrictEquals(backend.requests.length, 4);
+    assert(proxy.handler.balancer.isDown(dead));
     // Only the first request paid for the dead endpoint; later ones skip it.
     assertEquals(proxy.accessLog.map((e) => e.attempts), [2, 1, 1, 1]);
   }, {
@@ -389,8 +396,8 @@ Deno.test("proxy answers 504 when the backend stays silent past the read timeout
     const started = performance.now();
     const response = await raw(proxy, `GET /?delay=60000 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
     assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"]);
-    ok(performance.now() - started < 10_000);
-    strictEqual(proxy.accessLog[0]?.error, "timeout");
+    assert(performance.now() - started < 10_000);
+    assertStrictEquals(proxy.accessLog[0]?.error, "timeout");
   }, { readTimeoutMs: 300 });
 });
 
@@ -400,18 +407,18 @@ Deno.test("proxy read timeout is idle-based: a slow but steady stream completes"
       proxy,
       `GET /sse?n=6&interval=150 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`,
     );
-    strictEqual(latin1(response.body).split("\n\n").length - 1, 6);
+    assertStrictEquals(latin1(response.body).split("\n\n").length - 1, 6);
   }, { readTimeoutMs: 400 });
 });
 
 Deno.test("proxy cuts a body short when the backend stalls mid-stream", async () => {
   await withProxy(async ({ proxy }) => {
     const response = await fetch(`${proxy.url}/bytes?n=${1024 * 1024}&stall=1`);
-    strictEqual(response.status, 200);
+    assertStrictEquals(response.status, 200);
     // A truncated body must not look complete.
     await assertRejects(() => response.arrayBuffer());
     await waitUntil(() => proxy.accessLog.length === 1);
-    strictEqual(proxy.accessLog[0]?.error, "timeout");
+    assertStrictEquals(proxy.accessLog[0]?.error, "timeout");
   }, { readTimeoutMs: 300 });
 });
 
@@ -434,8 +441,8 @@ Deno.test("proxy answers 504 when the connect does not complete in time", async 
     await withProxy(async ({ proxy }) => {
       const response = await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
       assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"]);
-      strictEqual(proxy.accessLog[0]?.error, "connect-timeout");
-      strictEqual(proxy.accessLog[0]?.attempts, 1);
+      assertStrictEquals(proxy.accessLog[0]?.error, "connect-timeout");
+      assertStrictEquals(proxy.accessLog[0]?.attempts, 1);
     }, {
       connectTimeoutMs: 300,
       routes: () => [{ host: HOST, endpoints: [{ address: "127.0.0.1", port }] }],
@@ -468,14 +475,14 @@ Deno.test("proxy answers 502 for malformed backend responses", async () => {
       assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"], kind);
     }
     const dropped = await raw(proxy, `GET /drop HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(dropped.status, 502);
+    assertStrictEquals(dropped.status, 502);
   });
 });
 
 Deno.test("proxy ends the client body when the backend's chunking breaks mid-stream", async () => {
   await withProxy(async ({ proxy }) => {
     const response = await fetch(`${proxy.url}/malformed?kind=chunk-bad`);
-    strictEqual(response.status, 200);
+    assertStrictEquals(response.status, 200);
     // A broken chunked body must not look complete.
     await assertRejects(() => response.arrayBuffer());
   });
@@ -498,7 +505,7 @@ Deno.test("proxy answers 413 for a declared or streamed body over the limit", as
       `POST / HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 2000\r\n\r\n${"x".repeat(2000)}`,
     );
     assertEquals([declared.status, latin1(declared.body)], [413, "Content Too Large\n"]);
-    strictEqual(backend.requests.length, 0);
+    assertStrictEquals(backend.requests.length, 0);
 
     const chunks = Array.from({ length: 3 }, () => `258\r\n${"y".repeat(600)}\r\n`).join("") +
       "0\r\n\r\n";
@@ -506,15 +513,15 @@ Deno.test("proxy answers 413 for a declared or streamed body over the limit", as
       proxy,
       `POST / HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}`,
     );
-    strictEqual(streamed.status, 413);
+    assertStrictEquals(streamed.status, 413);
     // The backend may have seen the start of the request, never a complete one.
-    ok(backend.requests.every((r) => r.error !== undefined || r.bodyLength <= 1000));
+    assert(backend.requests.every((r) => r.error !== undefined || r.bodyLength <= 1000));
 
     const fits = await raw(
       proxy,
       `POST / HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 1000\r\n\r\n${"z".repeat(1000)}`,
     );
-    strictEqual(fits.status, 200);
+    assertStrictEquals(fits.status, 200);
   }, { maxBodyBytes: 1000 });
 });
 
@@ -524,22 +531,22 @@ Deno.test("proxy answers 431 for oversized header sections, 400 for bad hosts, 5
       proxy,
       `GET / HTTP/1.1\r\nHost: ${HOST}\r\nX-Big: ${"a".repeat(5000)}\r\n\r\n`,
     );
-    strictEqual(big.status, 431);
+    assertStrictEquals(big.status, 431);
     const badHost = await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}/admin\r\n\r\n`);
-    strictEqual(badHost.status, 400);
+    assertStrictEquals(badHost.status, 400);
     const userinfo = await raw(proxy, `GET / HTTP/1.1\r\nHost: evil@${HOST}\r\n\r\n`);
-    strictEqual(userinfo.status, 400);
+    assertStrictEquals(userinfo.status, 400);
     const getBody = await raw(
       proxy,
       `GET / HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 5\r\n\r\nhello`,
     );
-    strictEqual(getBody.status, 501);
+    assertStrictEquals(getBody.status, 501);
     const gzipTe = await raw(
       proxy,
       `POST / HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`,
     );
-    strictEqual(gzipTe.status, 501);
-    strictEqual(backend.requests.length, 0);
+    assertStrictEquals(gzipTe.status, 501);
+    assertStrictEquals(backend.requests.length, 0);
   }, { maxHeaderBytes: 4096 });
 });
 
@@ -548,7 +555,10 @@ Deno.test("proxy routes on the normalised path and forwards that path, not the t
     const targets = ["/public/../admin/x", "/%61dmin/x", "//admin/x", "/public/x"];
     for (const target of targets) {
       const response = await raw(proxy, `GET ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-      strictEqual(echoJson(response).target, target.startsWith("/public/x") ? target : "/admin/x");
+      assertStrictEquals(
+        echoJson(response).target,
+        target.startsWith("/public/x") ? target : "/admin/x",
+      );
     }
     await waitUntil(() => proxy.accessLog.length === targets.length);
     assertEquals(proxy.accessLog.map((e) => e.service), [
@@ -585,21 +595,21 @@ Deno.test("proxy redirects TLS hosts to HTTPS with 308 and sends HSTS over HTTPS
       proxy,
       `POST /a/b?c=d HTTP/1.1\r\nHost: ${HOST}:8080\r\nContent-Length: 0\r\n\r\n`,
     );
-    strictEqual(response.status, 308);
-    strictEqual(headerValue(response.headers, "location"), `https://${HOST}/a/b?c=d`);
+    assertStrictEquals(response.status, 308);
+    assertStrictEquals(headerValue(response.headers, "location"), `https://${HOST}/a/b?c=d`);
   }, { routes });
   await withProxy(async ({ proxy }) => {
     const response = await raw(proxy, `GET /x HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(response.status, 200);
-    strictEqual(
+    assertStrictEquals(response.status, 200);
+    assertStrictEquals(
       headerValue(response.headers, "strict-transport-security"),
       "max-age=31536000; includeSubDomains",
     );
-    strictEqual(headerValues(echoJson(response).headers, "x-forwarded-proto")[0], "https");
+    assertStrictEquals(headerValues(echoJson(response).headers, "x-forwarded-proto")[0], "https");
   }, { routes, secure: true });
   await withProxy(async ({ proxy }) => {
     const response = await raw(proxy, `GET /x HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(headerValue(response.headers, "strict-transport-security"), undefined);
+    assertStrictEquals(headerValue(response.headers, "strict-transport-security"), undefined);
   }, { routes, secure: true, hsts: { enabled: false } });
 });
 
@@ -637,9 +647,9 @@ Deno.test("proxy logs one access entry per request with route and endpoint", asy
       ],
       ["abc", "GET", HOST, "/logged?x=1", 200, "test/ingress", "test/service"],
     );
-    strictEqual(entry.endpoint, `127.0.0.1:${backend.port}`);
+    assertStrictEquals(entry.endpoint, `127.0.0.1:${backend.port}`);
     assertEquals([entry.ruleHost, entry.backend], [HOST, "test/service:80"]);
-    ok(entry.bytes > 0);
+    assert(entry.bytes > 0);
   });
 });
 
@@ -677,7 +687,7 @@ Deno.test("proxy access entry names the endpoint it could not connect to", async
   const closed = closedPort();
   await withProxy(async ({ proxy }) => {
     const response = await raw(proxy, `GET / HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`);
-    strictEqual(response.status, 502);
+    assertStrictEquals(response.status, 502);
     const entry = proxy.accessLog[0]!;
     assertEquals(
       [entry.error, entry.attempts, entry.endpoint, entry.ruleHost, entry.backend],
@@ -708,7 +718,7 @@ Deno.test("proxy access entries name the URL's authority for HTTP/2 requests, wh
       localPort: 8443,
     });
     await response.body?.cancel();
-    strictEqual(response.status, 503);
+    assertStrictEquals(response.status, 503);
     assertEquals(entries.map((e) => [e.host, e.ruleHost, e.status]), [[HOST, HOST, 503]]);
   } finally {
     handler.close();
@@ -732,11 +742,11 @@ Deno.test("proxy releases streamed response chunks by default (its responses are
         });
         const reader = response.body!.getReader();
         const first = await reader.read();
-        ok(!first.done && first.value.length > 0);
+        assert(!first.done && first.value.length > 0);
         const length = first.value.length;
         await reader.read();
         await reader.read();
-        strictEqual(first.value.length, releaseBodyChunks === undefined ? 0 : length);
+        assertStrictEquals(first.value.length, releaseBodyChunks === undefined ? 0 : length);
         await reader.cancel();
       } finally {
         handler.close();
@@ -804,15 +814,15 @@ Deno.test("proxy reads the client's signal at once only where a fast exchange ne
     // The first exchange connects, and reads the signal to watch the connect.
     const first = new CountingRequest(url, { headers: host });
     await (await handler(first, info)).arrayBuffer();
-    strictEqual(first.signalReads, 1, "a request that opens a connection");
+    assertStrictEquals(first.signalReads, 1, "a request that opens a connection");
     for (const [name, request, readsAtOnce] of cases) {
       const req = request();
       const response = await handler(req, info);
       await response.arrayBuffer();
-      strictEqual(response.status, 200, name);
-      strictEqual(req.signalReads > 0, readsAtOnce, name);
+      assertStrictEquals(response.status, 200, name);
+      assertStrictEquals(req.signalReads > 0, readsAtOnce, name);
     }
-    strictEqual(pool.stats().connectsTotal, 1);
+    assertStrictEquals(pool.stats().connectsTotal, 1);
   } finally {
     handler.close();
     await backend.close();

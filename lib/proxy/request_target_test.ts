@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { normalizeRoutePath, parseRequestTarget } from "./request_target.ts";
 
 Deno.test("parseRequestTarget() takes the authority from Host and the target verbatim", () => {

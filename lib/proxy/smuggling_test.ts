@@ -9,7 +9,7 @@
  * must be its own, and the backend must log it right after the probe's
  * requests.
  */
-import { deepStrictEqual as assertEquals, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { startProxy } from "../../tests/support/proxy_harness.ts";
 import {
@@ -227,13 +227,17 @@ Deno.test("smuggling probes get the answers expected of them, and the backend se
         assertEquals(echoed, probe.backend, `${name}: the answers are the backend's own`);
         if (probe.then === "closed") {
           // Reads to the end (a deadline, not a quiet window): nothing may follow the answers.
-          strictEqual(latin1(await conn.readToEnd()), "", `${name}: bytes after the answers`);
+          assertStrictEquals(
+            latin1(await conn.readToEnd()),
+            "",
+            `${name}: bytes after the answers`,
+          );
           conn.close();
           conn = await RawConnection.open(proxy.port);
         }
         // The next request's answer is its own: nothing of the probe was left queued.
         await conn.send(`GET ${sentinel} HTTP/1.1\r\n${H}\r\n`);
-        strictEqual(echoedTarget(await conn.readResponse()), sentinel, name);
+        assertStrictEquals(echoedTarget(await conn.readResponse()), sentinel, name);
       } finally {
         conn.close();
       }
@@ -261,7 +265,7 @@ Deno.test("a body cut short by the limit leaves no partial request on a pooled c
     const first = await RawConnection.open(proxy.port);
     try {
       await first.send(chunked);
-      strictEqual((await first.readResponse()).status, 413);
+      assertStrictEquals((await first.readResponse()).status, 413);
     } finally {
       first.close();
     }
@@ -269,13 +273,13 @@ Deno.test("a body cut short by the limit leaves no partial request on a pooled c
     try {
       await second.send(`POST /next HTTP/1.1\r\n${H}Content-Length: 2\r\n\r\nok`);
       const echo = JSON.parse(latin1((await second.readResponse()).body));
-      strictEqual(echo.target, "/next");
-      strictEqual(echo.body.length, 2);
+      assertStrictEquals(echo.target, "/next");
+      assertStrictEquals(echo.body.length, 2);
     } finally {
       second.close();
     }
     // The cut request, if the backend saw it at all, ended in a framing error, never as complete.
-    ok(backend.requests.filter((r) => r.target === "/big").every((r) => r.error !== undefined));
+    assert(backend.requests.filter((r) => r.target === "/big").every((r) => r.error !== undefined));
   } finally {
     await proxy.close();
     await backend.close();

@@ -1,5 +1,9 @@
-import { deepStrictEqual as assertEquals, ok, rejects, strictEqual } from "node:assert/strict";
-import { assert } from "../../tests/support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertRejects,
+  assertStrictEquals,
+} from "../../tests/support/assert.ts";
 import { patternBytes, patternSha256, startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { concatBytes, latin1 } from "../../tests/support/raw_http.ts";
 import { startScriptedBackend } from "../../tests/support/scripted_backend.ts";
@@ -109,10 +113,10 @@ Deno.test("sendUpstream() replays an idempotent request when a reused connection
   const pool = new UpstreamPool();
   const endpoint = { address: "127.0.0.1", port: server.port };
   try {
-    strictEqual(await text((await sendUpstream(pool, endpoint, get("/1"))).body), "first");
+    assertStrictEquals(await text((await sendUpstream(pool, endpoint, get("/1"))).body), "first");
     const second = await sendUpstream(pool, endpoint, get("/2"));
-    strictEqual(await text(second.body), "first");
-    strictEqual(server.accepted, 2);
+    assertStrictEquals(await text(second.body), "first");
+    assertStrictEquals(server.accepted, 2);
   } finally {
     pool.close();
     await server.close();
@@ -134,11 +138,9 @@ Deno.test("sendUpstream() does not replay a POST after a reused connection faile
       method: "POST",
       body: new TextEncoder().encode("x"),
     };
-    await rejects(
-      sendUpstream(pool, endpoint, post),
-      (e: unknown) => e instanceof UpstreamError && e.kind === "reset" && e.staleConnection,
-    );
-    strictEqual(server.accepted, 1);
+    const error = await assertRejects(() => sendUpstream(pool, endpoint, post), UpstreamError);
+    assertEquals([error.kind, error.staleConnection], ["reset", true]);
+    assertStrictEquals(server.accepted, 1);
   } finally {
     pool.close();
     await server.close();
@@ -158,7 +160,7 @@ Deno.test("pool drops a pooled connection as soon as the backend closes it while
     await text(
       (await sendUpstream(pool, { address: "127.0.0.1", port: server.port }, get("/"))).body,
     );
-    strictEqual(pool.stats().idle, 1);
+    assertStrictEquals(pool.stats().idle, 1);
     hangUp();
     await waitUntil(() => pool.stats().idle === 0);
   } finally {
@@ -176,8 +178,8 @@ Deno.test("pool keeps at most maxIdlePerEndpoint idle connections and closes idl
       Array.from({ length: 4 }, (_, i) => sendUpstream(pool, endpoint, get(`/?delay=50&i=${i}`))),
     );
     await Promise.all(responses.map((r) => text(r.body)));
-    strictEqual(backend.connectionsAccepted, 4);
-    strictEqual(pool.stats().idle, 2);
+    assertStrictEquals(backend.connectionsAccepted, 4);
+    assertStrictEquals(pool.stats().idle, 2);
     await backend.waitFor(() => backend.connectionsOpen === 2);
     await waitUntil(() => pool.stats().idle === 0, 5_000);
     await backend.waitFor(() => backend.connectionsOpen === 0);
@@ -217,14 +219,14 @@ Deno.test("response bodies stream with backpressure: an unread body stops readin
       if (!stable) await new Promise((resolve) => setTimeout(resolve, 200));
       return stable;
     }, 10_000);
-    ok(written < 16 * 1024 * 1024, `backend wrote ${written} bytes into an unread stream`);
+    assert(written < 16 * 1024 * 1024, `backend wrote ${written} bytes into an unread stream`);
     let total = 0;
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
     }
-    ok(total >= size - 64 * 1024, `read ${total}`);
+    assert(total >= size - 64 * 1024, `read ${total}`);
     assertEquals((await response.done).complete, true);
   } finally {
     pool.close();
@@ -238,17 +240,19 @@ Deno.test("sendUpstream() fails fast with connect-failed on a refused port and t
   listener.close();
   const pool = new UpstreamPool();
   try {
-    await rejects(
-      sendUpstream(pool, { address: "127.0.0.1", port }, get("/")),
-      (e: unknown) => e instanceof UpstreamError && e.kind === "connect-failed",
+    const error = await assertRejects(
+      () => sendUpstream(pool, { address: "127.0.0.1", port }, get("/")),
+      UpstreamError,
     );
+    assertEquals(error.kind, "connect-failed");
   } finally {
     pool.close();
   }
-  await rejects(
-    sendUpstream(pool, { address: "127.0.0.1", port }, get("/")),
-    (e: unknown) => e instanceof UpstreamError && e.kind === "connect-failed",
+  const afterClose = await assertRejects(
+    () => sendUpstream(pool, { address: "127.0.0.1", port }, get("/")),
+    UpstreamError,
   );
+  assertEquals(afterClose.kind, "connect-failed");
 });
 
 async function waitUntil(
@@ -275,17 +279,17 @@ Deno.test("releaseBodyChunks: a streamed response chunk is released once the nex
       });
       const reader = (response.body as ReadableStream<Uint8Array>).getReader();
       const first = await reader.read();
-      ok(!first.done && first.value.length > 0);
+      assert(!first.done && first.value.length > 0);
       const firstLength = first.value.length;
       // Reading until two more chunks arrived means the stream was pulled again after
       // handing out the first (with a high-water mark of 1, a pull follows each read).
       let total = firstLength;
       for (let i = 0; i < 2; i++) {
         const next = await reader.read();
-        ok(!next.done);
+        assert(!next.done);
         total += next.value.length;
       }
-      strictEqual(
+      assertStrictEquals(
         first.value.length,
         releaseBodyChunks ? 0 : firstLength,
         releaseBodyChunks ? "the first chunk was not released" : "a chunk was released unasked",
@@ -293,8 +297,8 @@ Deno.test("releaseBodyChunks: a streamed response chunk is released once the nex
       for (let next = await reader.read(); !next.done; next = await reader.read()) {
         total += next.value.length;
       }
-      strictEqual(total, size);
-      strictEqual((await response.done).complete, true);
+      assertStrictEquals(total, size);
+      assertStrictEquals((await response.done).complete, true);
     }
   } finally {
     pool.close();
@@ -357,13 +361,13 @@ Deno.test("clientSignal: asked for before a new connection, never by a fast exch
     },
   };
   try {
-    strictEqual(await text((await sendUpstream(pool, endpoint, request)).body), "ok");
-    strictEqual(asked, 1, "a new connection asks for the signal before connecting");
+    assertStrictEquals(await text((await sendUpstream(pool, endpoint, request)).body), "ok");
+    assertStrictEquals(asked, 1, "a new connection asks for the signal before connecting");
     for (let i = 0; i < 3; i++) {
-      strictEqual(await text((await sendUpstream(pool, endpoint, request)).body), "ok");
+      assertStrictEquals(await text((await sendUpstream(pool, endpoint, request)).body), "ok");
     }
-    strictEqual(asked, 1, "a fast exchange on a pooled connection asked for the signal");
-    strictEqual(server.accepted, 1);
+    assertStrictEquals(asked, 1, "a fast exchange on a pooled connection asked for the signal");
+    assertStrictEquals(server.accepted, 1);
   } finally {
     pool.close();
     await server.close();
@@ -402,7 +406,7 @@ Deno.test("clientSignal: an exchange still waiting watches the client, and its l
     let asked = 0;
     try {
       // The first request leaves a pooled connection behind.
-      strictEqual(await text((await sendUpstream(pool, endpoint, get("/"))).body), "ok");
+      assertStrictEquals(await text((await sendUpstream(pool, endpoint, get("/"))).body), "ok");
       const failure = sendUpstream(pool, endpoint, {
         ...get("/slow"),
         clientSignal: () => {
@@ -413,10 +417,10 @@ Deno.test("clientSignal: an exchange still waiting watches the client, and its l
       await waitUntil(() => asked === 1);
       controller.abort();
       const error = await failure;
-      ok(error instanceof UpstreamError && error.kind === "aborted", `${name}: ${error}`);
+      assert(error instanceof UpstreamError && error.kind === "aborted", `${name}: ${error}`);
       await waitUntil(() => backendSawClose);
-      strictEqual(asked, 1, name);
-      strictEqual(pool.stats().active, 0, name);
+      assertStrictEquals(asked, 1, name);
+      assertStrictEquals(pool.stats().active, 0, name);
     } finally {
       pool.close();
       await server.close();
@@ -621,11 +625,13 @@ Deno.test("sendUpstream() refuses a request whose framing fields disagree with i
     });
     const pool = new UpstreamPool({ ioTimeoutMs: FRAMING_IO_TIMEOUT_MS });
     try {
-      await rejects(
-        sendUpstream(pool, { address: "127.0.0.1", port: backend.port }, request),
-        (e: unknown) => e instanceof UpstreamError && e.kind === "client-body",
+      const error = await assertRejects(
+        () => sendUpstream(pool, { address: "127.0.0.1", port: backend.port }, request),
+        UpstreamError,
+        undefined,
         name,
       );
+      assertEquals(error.kind, "client-body", name);
       if (reached === "nothing") {
         assertEquals(backend.connections.length, 0, `${name}: a connection was opened`);
       } else {

@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import {
   type EchoBackend,
   patternBytes,
@@ -67,13 +67,13 @@ Deno.test("websocket relay echoes text and binary both ways with the negotiated 
   await withProxy(async (_backend, proxy) => {
     const client = connect(`ws://127.0.0.1:${proxy.port}/ws`, ["chat.v2", "chat.v1"]);
     await client.opened;
-    strictEqual(client.ws.protocol, "chat.v2");
+    assertStrictEquals(client.ws.protocol, "chat.v2");
     client.ws.send("hello");
-    strictEqual(await client.next(), "hello");
+    assertStrictEquals(await client.next(), "hello");
     client.ws.send(Uint8Array.of(0, 1, 2, 255));
     assertEquals(new Uint8Array(await client.next() as ArrayBuffer), Uint8Array.of(0, 1, 2, 255));
     client.ws.send("x".repeat(100_000));
-    strictEqual(await client.next(), "x".repeat(100_000));
+    assertStrictEquals(await client.next(), "x".repeat(100_000));
     client.ws.close(1000);
     await client.closed;
   });
@@ -85,13 +85,13 @@ Deno.test("websocket relay sends the backend the client's fields minus extension
     await client.opened;
     client.ws.send("headers");
     const fields = JSON.parse(await client.next() as string) as [string, string][];
-    strictEqual(headerValue(fields, "upgrade")?.toLowerCase(), "websocket");
-    strictEqual(headerValue(fields, "connection"), "Upgrade");
-    strictEqual(headerValue(fields, "sec-websocket-protocol"), "p1");
-    strictEqual(headerValue(fields, "sec-websocket-version"), "13");
-    strictEqual(headerValue(fields, "sec-websocket-extensions"), undefined);
-    ok(headerValues(fields, "user-agent").length <= 1);
-    strictEqual(headerValues(fields, "x-forwarded-for").length, 1);
+    assertStrictEquals(headerValue(fields, "upgrade")?.toLowerCase(), "websocket");
+    assertStrictEquals(headerValue(fields, "connection"), "Upgrade");
+    assertStrictEquals(headerValue(fields, "sec-websocket-protocol"), "p1");
+    assertStrictEquals(headerValue(fields, "sec-websocket-version"), "13");
+    assertStrictEquals(headerValue(fields, "sec-websocket-extensions"), undefined);
+    assert(headerValues(fields, "user-agent").length <= 1);
+    assertStrictEquals(headerValues(fields, "x-forwarded-for").length, 1);
     client.ws.close();
     await client.closed;
   });
@@ -106,13 +106,13 @@ Deno.test("websocket relay passes the backend's 101 fields to the client", async
           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
       );
       const response = await conn.readResponse({ head: true });
-      strictEqual(response.status, 101);
-      strictEqual(
+      assertStrictEquals(response.status, 101);
+      assertStrictEquals(
         headerValue(response.headers, "sec-websocket-accept"),
         "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=",
       );
-      strictEqual(headerValue(response.headers, "x-echo-pod"), "ws-1");
-      strictEqual(headerValue(response.headers, "set-cookie"), "ws=1; Path=/");
+      assertStrictEquals(headerValue(response.headers, "x-echo-pod"), "ws-1");
+      assertStrictEquals(headerValue(response.headers, "set-cookie"), "ws=1; Path=/");
     } finally {
       conn.close();
     }
@@ -129,7 +129,7 @@ Deno.test("websocket relay returns a refused upgrade's status, fields and body",
       );
       const response = await conn.readResponse();
       assertEquals([response.status, latin1(response.body)], [403, "upgrade refused\n"]);
-      strictEqual(headerValue(response.headers, "x-refused"), "yes");
+      assertStrictEquals(headerValue(response.headers, "x-refused"), "yes");
     } finally {
       conn.close();
     }
@@ -142,7 +142,7 @@ Deno.test("websocket relay propagates the client's close code and reason to the 
     await client.opened;
     client.ws.close(4001, "client leaving");
     const event = await client.closed;
-    strictEqual(event.code, 4001);
+    assertStrictEquals(event.code, 4001);
     await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
     assertEquals(backend.requests[0]?.wsClose, { code: 4001, reason: "client leaving" });
   });
@@ -165,7 +165,7 @@ Deno.test("websocket relay reports a backend that vanishes without a close frame
     const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
     await client.opened;
     client.ws.send("drop");
-    strictEqual((await client.closed).code, 1011);
+    assertStrictEquals((await client.closed).code, 1011);
   });
 });
 
@@ -174,7 +174,7 @@ Deno.test("websocket relay joins a fragmented backend message and relays a large
     const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
     await client.opened;
     client.ws.send("fragments:4");
-    strictEqual(await client.next(), "part0;part1;part2;part3;");
+    assertStrictEquals(await client.next(), "part0;part1;part2;part3;");
     client.ws.send("big:3000000");
     assertEquals(new Uint8Array(await client.next() as ArrayBuffer), patternBytes(0, 3_000_000));
     client.ws.close();
@@ -189,14 +189,14 @@ Deno.test("websocket relay closes both sides after the idle timeout, not before"
     // Traffic keeps it open past the timeout...
     for (let i = 0; i < 4; i++) {
       client.ws.send(`tick ${i}`);
-      strictEqual(await client.next(), `tick ${i}`);
+      assertStrictEquals(await client.next(), `tick ${i}`);
       await new Promise((resolve) => setTimeout(resolve, 150));
     }
     // ...silence closes it.
     const event = await client.closed;
-    strictEqual(event.code, 1001);
+    assertStrictEquals(event.code, 1001);
     await backend.waitFor(() => backend.requests[0]?.wsClose !== undefined);
-    strictEqual(backend.requests[0]?.wsClose?.code, 1001);
+    assertStrictEquals(backend.requests[0]?.wsClose?.code, 1001);
   }, { webSocketIdleTimeoutMs: 400 });
 });
 
@@ -206,7 +206,7 @@ Deno.test("websocket relay counts +1 when it starts and -1 once when the client 
     const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
     await client.opened;
     client.ws.send("ping");
-    strictEqual(await client.next(), "ping");
+    assertStrictEquals(await client.next(), "ping");
     assertEquals(deltas, [1]);
     client.ws.close(1000);
     await client.closed;
@@ -223,7 +223,7 @@ Deno.test("websocket relay counts -1 once when the backend drops the connection"
     const client = connect(`ws://127.0.0.1:${proxy.port}/ws`);
     await client.opened;
     client.ws.send("drop");
-    strictEqual((await client.closed).code, 1011);
+    assertStrictEquals((await client.closed).code, 1011);
     await waitFor("the relay to end", () => deltas.length === 2);
     assertEquals(deltas, [1, -1]);
   }, { onWebSocket: (delta) => deltas.push(delta) });
@@ -240,7 +240,7 @@ Deno.test("closeWebSockets() closes the client with 1001 and sends the backend a
     for (const client of clients) {
       await client.opened;
       client.ws.send("ready");
-      strictEqual(await client.next(), "ready");
+      assertStrictEquals(await client.next(), "ready");
     }
     await within(5_000, "closeWebSockets()", proxy.handler.closeWebSockets());
     // Every relay has ended when it resolves.
@@ -310,9 +310,9 @@ Deno.test("relayWebSocket() refuses a 101 field Deno would refuse before upgradi
       "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
         `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
     );
-    strictEqual((await conn.readResponse()).status, 502);
-    strictEqual(errors.length, 1);
-    ok(errors[0]!.includes("X Bad"), errors[0]!);
+    assertStrictEquals((await conn.readResponse()).status, 502);
+    assertStrictEquals(errors.length, 1);
+    assert(errors[0]!.includes("X Bad"), errors[0]!);
     const after = await within(
       5_000,
       "a request after the refused upgrade",
@@ -320,7 +320,7 @@ Deno.test("relayWebSocket() refuses a 101 field Deno would refuse before upgradi
         `http://127.0.0.1:${server.addr.port}/`,
       ),
     );
-    strictEqual(await after.text(), "still serving");
+    assertStrictEquals(await after.text(), "still serving");
   } finally {
     backendSide.close();
     await server.shutdown();

@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, ok as assert, throws } from "node:assert/strict";
+import { assert, assertEquals, assertThrows } from "../../tests/support/assert.ts";
 import {
   decodeClosePayload,
   encodeClosePayload,
@@ -69,7 +69,7 @@ Deno.test("FrameDecoder refuses wrong masking, RSV bits, bad opcodes, long contr
   for (const [bytes, expectMasked, code] of cases) {
     const decoder = new FrameDecoder({ maxPayload: 1000, expectMasked });
     decoder.push(bytes);
-    throws(() => decoder.next(), (e: unknown) => e instanceof WsProtocolError && e.code === code);
+    assertEquals(assertThrows(() => decoder.next(), WsProtocolError).code, code);
   }
 });
 
@@ -81,28 +81,29 @@ Deno.test("MessageAssembler joins fragments and refuses interleaved or oversized
     opcode: OP_TEXT,
     data: te.encode("abcd"),
   });
-  throws(
+  assertThrows(
     () => assembler.add({ fin: true, opcode: OP_CONTINUATION, payload: te.encode("x") }),
     WsProtocolError,
   );
   const fresh = new MessageAssembler(10);
   fresh.add({ fin: false, opcode: OP_BINARY, payload: new Uint8Array(5) });
-  throws(
+  assertThrows(
     () => fresh.add({ fin: true, opcode: OP_TEXT, payload: new Uint8Array(1) }),
     WsProtocolError,
   );
   const small = new MessageAssembler(10);
   small.add({ fin: false, opcode: OP_BINARY, payload: new Uint8Array(6) });
-  throws(
+  const tooLarge = assertThrows(
     () => small.add({ fin: true, opcode: OP_CONTINUATION, payload: new Uint8Array(6) }),
-    (e: unknown) => e instanceof WsProtocolError && e.code === 1009,
+    WsProtocolError,
   );
+  assertEquals(tooLarge.code, 1009);
 });
 
 Deno.test("close payloads carry code and reason; empty means 1005", () => {
   assertEquals(decodeClosePayload(encodeClosePayload(4001, "bye")), { code: 4001, reason: "bye" });
   assertEquals(decodeClosePayload(encodeClosePayload()), { code: 1005, reason: "" });
-  throws(() => decodeClosePayload(Uint8Array.of(3)), WsProtocolError);
+  assertThrows(() => decodeClosePayload(Uint8Array.of(3)), WsProtocolError);
   assertEquals(encodeFrame(OP_CLOSE, encodeClosePayload(1000), { mask: false }).length, 4);
 });
 

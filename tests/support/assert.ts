@@ -50,11 +50,15 @@ export function assertBetween(value: number, min: number, max: number, what = "v
 
 type ErrorClass<E extends Error> = abstract new (...args: never[]) => E;
 
-/** Fails unless `fn` throws an instance of `ErrorClass` (whose message includes `includes`); returns the error. */
+/**
+ * Fails unless `fn` throws an instance of `ErrorClass` (whose message includes `includes`);
+ * returns the error. `message` labels a failure.
+ */
 export function assertThrows<E extends Error = Error>(
   fn: () => unknown,
   ErrorClass?: ErrorClass<E>,
   includes?: string,
+  message?: string,
 ): E {
   let thrown: unknown;
   try {
@@ -62,14 +66,18 @@ export function assertThrows<E extends Error = Error>(
   } catch (e) {
     thrown = e;
   }
-  return checkError(thrown, ErrorClass, includes);
+  return checkError(thrown, ErrorClass, includes, message);
 }
 
-/** Fails unless `fn` rejects with an instance of `ErrorClass` (whose message includes `includes`); returns the error. */
+/**
+ * Fails unless `fn` rejects with an instance of `ErrorClass` (whose message includes `includes`);
+ * returns the error. `message` labels a failure.
+ */
 export async function assertRejects<E extends Error = Error>(
   fn: () => Promise<unknown>,
   ErrorClass?: ErrorClass<E>,
   includes?: string,
+  message?: string,
 ): Promise<E> {
   let thrown: unknown;
   try {
@@ -77,23 +85,25 @@ export async function assertRejects<E extends Error = Error>(
   } catch (e) {
     thrown = e;
   }
-  return checkError(thrown, ErrorClass, includes);
+  return checkError(thrown, ErrorClass, includes, message);
 }
 
 function checkError<E extends Error>(
   thrown: unknown,
   ErrorClass: ErrorClass<E> | undefined,
   includes: string | undefined,
+  message: string | undefined,
 ): E {
-  if (thrown === undefined) nodeAssert.fail("Expected the function to throw");
+  const label = message === undefined ? "" : `${message}: `;
+  if (thrown === undefined) nodeAssert.fail(`${label}Expected the function to throw`);
   if (ErrorClass !== undefined && !(thrown instanceof ErrorClass)) {
-    nodeAssert.fail(`Expected a ${ErrorClass.name}, got ${String(thrown)}`);
+    nodeAssert.fail(`${label}Expected a ${ErrorClass.name}, got ${String(thrown)}`);
   }
   if (includes !== undefined) {
-    const message = thrown instanceof Error ? thrown.message : String(thrown);
+    const text = thrown instanceof Error ? thrown.message : String(thrown);
     nodeAssert.ok(
-      message.includes(includes),
-      `Expected the error ${JSON.stringify(message)} to include ${JSON.stringify(includes)}`,
+      text.includes(includes),
+      `${label}Expected the error ${JSON.stringify(text)} to include ${JSON.stringify(includes)}`,
     );
   }
   return thrown as E;

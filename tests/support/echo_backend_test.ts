@@ -1,4 +1,4 @@
-import { deepStrictEqual as assertEquals, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals, assertStrictEquals } from "./assert.ts";
 import { createHash } from "node:crypto";
 import { gunzipSync } from "node:zlib";
 import { GZIP_PLAIN, patternSha256, startEchoBackend } from "./echo_backend.ts";
@@ -13,14 +13,14 @@ Deno.test("echo backend describes the request as received: raw target, fields in
         "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
     );
     const response = await conn.readResponse();
-    strictEqual(response.status, 200);
-    strictEqual(headerValue(response.headers, "x-echo-pod"), "web-7");
+    assertStrictEquals(response.status, 200);
+    assertStrictEquals(headerValue(response.headers, "x-echo-pod"), "web-7");
     const echo = JSON.parse(latin1(response.body));
-    strictEqual(echo.service, "shop/web");
-    strictEqual(echo.pod, "web-7");
-    strictEqual(echo.method, "POST");
-    strictEqual(echo.target, "/a/../b?x=%20&y");
-    strictEqual(echo.host, "Shop.Example");
+    assertStrictEquals(echo.service, "shop/web");
+    assertStrictEquals(echo.pod, "web-7");
+    assertStrictEquals(echo.method, "POST");
+    assertStrictEquals(echo.target, "/a/../b?x=%20&y");
+    assertStrictEquals(echo.host, "Shop.Example");
     assertEquals(echo.headers, [
       ["Host", "Shop.Example"],
       ["Zeta", "1"],
@@ -32,7 +32,7 @@ Deno.test("echo backend describes the request as received: raw target, fields in
       length: 11,
       sha256: createHash("sha256").update("hello world").digest("hex"),
     });
-    strictEqual(echo.tls, null);
+    assertStrictEquals(echo.tls, null);
   } finally {
     conn.close();
     await backend.close();
@@ -48,10 +48,10 @@ Deno.test("echo backend logs every request of a pipelined connection in order", 
       "GET /one HTTP/1.1\r\nHost: a\r\n\r\nPOST /two HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc" +
         "HEAD /three HTTP/1.1\r\nHost: a\r\n\r\n",
     );
-    strictEqual(JSON.parse(latin1((await conn.readResponse()).body)).target, "/one");
-    strictEqual(JSON.parse(latin1((await conn.readResponse()).body)).target, "/two");
+    assertStrictEquals(JSON.parse(latin1((await conn.readResponse()).body)).target, "/one");
+    assertStrictEquals(JSON.parse(latin1((await conn.readResponse()).body)).target, "/two");
     const head = await conn.readResponse({ head: true });
-    ok(Number(headerValue(head.headers, "content-length")) > 0);
+    assert(Number(headerValue(head.headers, "content-length")) > 0);
     assertEquals(backend.requests.map((r) => [r.method, r.target, r.bodyLength]), [
       ["GET", "/one", 0],
       ["POST", "/two", 3],
@@ -76,28 +76,31 @@ Deno.test("echo backend serves status, gzip, bytes, cookies, SSE and hop-by-hop 
     return await conn.readResponse();
   };
   try {
-    strictEqual((await ask("/?status=418")).status, 418);
-    strictEqual((await ask("/?status=204")).body.length, 0);
-    strictEqual((await ask("/?delay=20")).status, 200);
+    assertStrictEquals((await ask("/?status=418")).status, 418);
+    assertStrictEquals((await ask("/?status=204")).body.length, 0);
+    assertStrictEquals((await ask("/?delay=20")).status, 200);
     const gz = await ask("/gzip");
-    strictEqual(headerValue(gz.headers, "content-encoding"), "gzip");
-    strictEqual(
+    assertStrictEquals(headerValue(gz.headers, "content-encoding"), "gzip");
+    assertStrictEquals(
       createHash("sha256").update(gz.body).digest("hex"),
       headerValue(gz.headers, "x-body-sha256"),
     );
-    strictEqual(new TextDecoder().decode(gunzipSync(gz.body)), GZIP_PLAIN);
+    assertStrictEquals(new TextDecoder().decode(gunzipSync(gz.body)), GZIP_PLAIN);
     const bytes = await ask("/bytes?n=200000&chunked=1");
-    ok(bytes.chunked);
-    strictEqual(createHash("sha256").update(bytes.body).digest("hex"), patternSha256(200_000));
-    strictEqual(headerValues((await ask("/cookies?n=4")).headers, "set-cookie").length, 4);
+    assert(bytes.chunked);
+    assertStrictEquals(
+      createHash("sha256").update(bytes.body).digest("hex"),
+      patternSha256(200_000),
+    );
+    assertStrictEquals(headerValues((await ask("/cookies?n=4")).headers, "set-cookie").length, 4);
     const sse = await ask("/sse?n=3&interval=1");
-    strictEqual(
+    assertStrictEquals(
       latin1(sse.body),
       "id: 0\ndata: event 0\n\nid: 1\ndata: event 1\n\nid: 2\ndata: event 2\n\n",
     );
     const hop = await ask("/hop");
     assertEquals(hop.trailers, [["X-Checksum", "abc"]]);
-    strictEqual(headerValue(hop.headers, "keep-alive"), "timeout=5");
+    assertStrictEquals(headerValue(hop.headers, "keep-alive"), "timeout=5");
   } finally {
     conn.close();
     await backend.close();
@@ -111,7 +114,7 @@ Deno.test("echo backend echoes WebSocket messages with the first offered subprot
   const closed = new Promise<CloseEvent>((resolve) => ws.onclose = resolve);
   try {
     await new Promise((resolve) => ws.onopen = resolve);
-    strictEqual(ws.protocol, "b");
+    assertStrictEquals(ws.protocol, "b");
     const got = new Promise<void>((resolve) =>
       ws.onmessage = (e) => {
         messages.push(e.data);
@@ -156,14 +159,14 @@ Deno.test("echo backend runs as a script with identity from flags and environmen
       line += value;
     }
     const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-    ok(match, line);
+    assert(match, line);
     const echo = await (await fetch(`${match[1]}/who`)).json();
     assertEquals([echo.service, echo.pod, echo.target], ["env/service", "flag-pod", "/who"]);
   } finally {
     child.kill("SIGTERM");
     await reader.cancel();
     const status = await child.status;
-    strictEqual(status.success, true);
+    assertStrictEquals(status.success, true);
   }
 });
 
@@ -205,7 +208,7 @@ Deno.test({
         stdout: "null",
         stderr: "null",
       }).output();
-      ok(made.success);
+      assert(made.success);
       const cert = await Deno.readTextFile(`${dir}/cert.pem`);
       const key = await Deno.readTextFile(`${dir}/key.pem`);
       const backend = await startEchoBackend({ tls: { cert, key } });
@@ -214,7 +217,7 @@ Deno.test({
         const response = await fetch(`https://localhost:${backend.port}/secure`, { client });
         const echo = await response.json();
         assertEquals(echo.tls, { alpnProtocol: "http/1.1" });
-        strictEqual(backend.url, `https://127.0.0.1:${backend.port}`);
+        assertStrictEquals(backend.url, `https://127.0.0.1:${backend.port}`);
       } finally {
         client.close();
         await backend.close();
