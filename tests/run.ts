@@ -32,10 +32,12 @@ if (Deno.env.get("SLUICE_TEST_SKIP_STATIC") !== "1") {
   await step("type check", ["task", "check"]);
 }
 
-console.log("\n== kube-apiserver harness");
+console.log("\n== test cluster (etcd, kube-apiserver, kube-controller-manager, pod runner)");
 const bin = await buildCluster({ log: (line) => console.log(line) });
 const cluster = await startCluster(bin);
-console.log(`cluster: ready at ${cluster.server} after ${elapsed()} (logs: ${cluster.logFile})`);
+console.log(
+  `cluster: ready at ${cluster.server} after ${elapsed()}; Pods: ${cluster.pods} (logs: ${cluster.logFile})`,
+);
 
 const extra = Deno.args;
 console.log(
@@ -46,6 +48,8 @@ const child = new Deno.Command(deno, {
   env: {
     SLUICE_TEST_KUBECONFIG: cluster.kubeconfig,
     SLUICE_TEST_CLUSTER_CONTROL: cluster.control,
+    SLUICE_TEST_CLUSTER_BIN: cluster.bin,
+    SLUICE_TEST_PODS: cluster.pods,
     NO_COLOR: "1",
   },
   stdout: "piped",

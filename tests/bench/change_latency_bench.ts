@@ -151,7 +151,9 @@ async function main(): Promise<void> {
 
   const started = performance.now();
   console.log("bench: starting a kube-apiserver of its own");
-  const cluster = await startCluster(await buildCluster({ log: (l) => console.log(l) }));
+  const cluster = await startCluster(await buildCluster({ log: (l) => console.log(l) }), {
+    workloads: false,
+  });
   const admin = await adminClient(cluster.kubeconfig);
   await using host = await createTestHost({ name: "bench-backend" });
   using http = new HostClient();

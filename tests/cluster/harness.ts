@@ -1,9 +1,13 @@
 /**
- * Builds and runs the test control plane (`tests/cluster/main.go`: embedded
- * etcd + the real kube-apiserver). The binary is cached outside the work
- * tree under a hash of its Go sources and `go version`, so clean clones on
- * the same machine reuse it; Go's own build and module caches make a
- * rebuild after a change fast.
+ * Builds and runs the test cluster (`tests/cluster/`: embedded etcd, the
+ * real kube-apiserver and kube-controller-manager, and a pod runner in place
+ * of a kubelet), with the programs its Pods can run as images
+ * (`tests/cluster/images/`: the Gateway API conformance suite's `echo-basic`,
+ * and a `traefik/whoami` equivalent). The binaries are cached outside the
+ * work tree under a hash of their Go sources and `go version`, so clean
+ * clones on the same machine reuse them; Go's own build and module caches
+ * make a rebuild after a change fast. A cold build takes about 10 minutes on
+ * 2 cores and a few GB of Go caches; progress is logged while it runs.
  *
  * @module
  */
@@ -33,16 +37,29 @@ async function run(
   return stdout;
 }
 
-async function sourceHash(): Promise<string> {
+/** The images the pod runner can run: image name → Go package in `images/`'s module. */
+export const IMAGES: Readonly<Record<string, string>> = {
+  "registry.k8s.io/gateway-api/echo-basic": "sigs.k8s.io/gateway-api/conformance/echo-basic",
+  "traefik/whoami": "./whoami",
+};
+
+async function goFiles(dir: string, prefix = ""): Promise<string[]> {
   const files: string[] = [];
-  for await (const entry of Deno.readDir(HERE)) {
-    if (
+  for await (const entry of Deno.readDir(join(dir, prefix))) {
+    const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+    if (entry.isDirectory) files.push(...await goFiles(dir, rel));
+    else if (
       entry.isFile &&
       (entry.name.endsWith(".go") || entry.name === "go.mod" || entry.name === "go.sum")
     ) {
-      files.push(entry.name);
+      files.push(rel);
     }
   }
+  return files;
+}
+
+async function sourceHash(): Promise<string> {
+  const files = await goFiles(HERE);
   files.sort();
   const parts: string[] = [await run("go", ["version"])];
   for (const f of files) parts.push(f, await Deno.readTextFile(join(HERE, f)));
@@ -51,7 +68,64 @@ async function sourceHash(): Promise<string> {
     .join("");
 }
 
-/** Returns the path of the harness binary, building it first if the cache has none for these sources. */
+/** Where the image programs built beside a harness binary are. */
+export function imagesDir(bin: string): string {
+  return `${bin}-images`;
+}
+
+/**
+ * `go build -v`, logging every 15 s how many packages it has compiled so far
+ * (a cold build of the harness compiles about 2,000).
+ */
+async function goBuild(
+  args: string[],
+  cwd: string,
+  what: string,
+  log: (line: string) => void,
+): Promise<void> {
+  const child = new Deno.Command("go", {
+    args: ["build", "-v", "-trimpath", "-ldflags=-s -w", ...args],
+    cwd,
+    env: { CGO_ENABLED: "0", GOFLAGS: "-mod=readonly", GOTOOLCHAIN: "local" },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const started = performance.now();
+  let packages = 0;
+  let tail = "";
+  const progress = setInterval(() => {
+    log(
+      `cluster: building ${what}: ${packages} packages compiled, ${
+        ((performance.now() - started) / 1000).toFixed(0)
+      } s`,
+    );
+  }, 15_000);
+  try {
+    const [status] = await Promise.all([
+      child.status,
+      child.stdout.pipeTo(new WritableStream()),
+      child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+        new WritableStream({
+          write(chunk) {
+            packages += chunk.split("\n").filter((l) => l && !l.startsWith("go: ")).length;
+            tail = (tail + chunk).slice(-8192);
+          },
+        }),
+      ),
+    ]);
+    if (!status.success) {
+      throw new Error(`Cannot build ${what}: "go build" exited ${status.code}\n${tail}`);
+    }
+  } finally {
+    clearInterval(progress);
+  }
+}
+
+/**
+ * Returns the path of the harness binary, building it (and the image
+ * programs, into `imagesDir(bin)`) first if the cache has none for these
+ * sources.
+ */
 export async function buildCluster(
   options: { log?: (line: string) => void } = {},
 ): Promise<string> {
@@ -67,12 +141,22 @@ export async function buildCluster(
   }
   await Deno.mkdir(cacheDir(), { recursive: true });
   const started = performance.now();
-  log("cluster: building the kube-apiserver harness (a cold build takes minutes)");
+  log(
+    "cluster: building the test cluster (etcd, kube-apiserver, kube-controller-manager, " +
+      "pod runner, kubectl): a cold build takes about 10 minutes on 2 cores and a few GB of Go cache",
+  );
   const tmp = `${bin}.tmp-${Deno.pid}`;
-  await run("go", ["build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "."], {
-    cwd: HERE,
-    env: { CGO_ENABLED: "0", GOFLAGS: "-mod=readonly", GOTOOLCHAIN: "local" },
-  });
+  const tmpImages = `${imagesDir(bin)}.tmp-${Deno.pid}`;
+  await goBuild(["-o", tmp, "."], HERE, "the cluster", log);
+  await Deno.mkdir(tmpImages, { recursive: true });
+  await goBuild(
+    ["-o", tmpImages + "/", ...Object.values(IMAGES)],
+    join(HERE, "images"),
+    "the images",
+    log,
+  );
+  await Deno.remove(imagesDir(bin), { recursive: true }).catch(() => {});
+  await Deno.rename(tmpImages, imagesDir(bin));
   await Deno.rename(tmp, bin);
   const size = (await Deno.stat(bin)).size;
   log(
@@ -83,10 +167,29 @@ export async function buildCluster(
   return bin;
 }
 
+/** The `--image` flags for the programs built beside `bin`. */
+function imageArgs(bin: string): string[] {
+  const args: string[] = [];
+  for (const [image, pkg] of Object.entries(IMAGES)) {
+    const program = join(imagesDir(bin), pkg.split("/").pop()!);
+    try {
+      Deno.statSync(program);
+      args.push("--image", `${image}=${program}`);
+    } catch {
+      // not built beside this binary
+    }
+  }
+  return args;
+}
+
 /** A running control plane. */
 export interface RunningCluster {
   readonly kubeconfig: string;
   readonly server: string;
+  /** The harness binary (`<bin> kubectl …` is the matching kubectl). */
+  readonly bin: string;
+  /** "on" when Pods run; otherwise "off" and the reason (not root, turned off). */
+  readonly pods: string;
   /** Test-only operations (`POST /compact` compacts etcd). */
   readonly control: string;
   readonly workDir: string;
@@ -102,11 +205,20 @@ export interface RunningCluster {
  */
 export async function startCluster(
   bin: string,
-  options: { workDir?: string; port?: number; extraArgs?: string[]; readyTimeoutMs?: number } = {},
+  options: {
+    workDir?: string;
+    port?: number;
+    extraArgs?: string[];
+    readyTimeoutMs?: number;
+    /** false: the apiserver alone, without kube-controller-manager and the pod runner. */
+    workloads?: boolean;
+  } = {},
 ): Promise<RunningCluster> {
   const workDir = options.workDir ?? await Deno.makeTempDir({ prefix: "sluice-cluster-" });
   const logFile = join(workDir, "cluster.log");
   const args = ["--dir", workDir];
+  if (options.workloads === false) args.push("--controllers=false", "--pod-runner=off");
+  else args.push(...imageArgs(bin));
   if (options.port !== undefined) args.push("--port", String(options.port));
   if (options.extraArgs?.length) args.push("--", ...options.extraArgs);
   const child = new Deno.Command(bin, { args, stdin: "piped", stdout: "piped", stderr: "piped" })
@@ -121,8 +233,13 @@ export async function startCluster(
       const { value, done } = await reader.read();
       if (done) throw new Error(`The cluster harness exited before it was ready; see ${logFile}`);
       buffered += value;
-      const m = buffered.match(/cluster ready: kubeconfig=(\S+) server=(\S+) control=(\S+)/);
-      if (m) return { kubeconfig: m[1]!, server: m[2]!, control: m[3]! };
+      const m = buffered.match(
+        /cluster ready: kubeconfig=(\S+) server=(\S+) control=(\S+) pods=(\S+)/,
+      );
+      if (m) {
+        const pods = m[4]!.replaceAll("_", " ");
+        return { kubeconfig: m[1]!, server: m[2]!, control: m[3]!, pods };
+      }
     }
   })();
   const timeoutMs = options.readyTimeoutMs ?? 180_000;
@@ -148,8 +265,8 @@ export async function startCluster(
     return stopped;
   };
   try {
-    const { kubeconfig, server, control } = await Promise.race([ready, timeout]);
-    return { kubeconfig, server, control, workDir, logFile, stop };
+    const { kubeconfig, server, control, pods } = await Promise.race([ready, timeout]);
+    return { kubeconfig, server, control, pods, bin, workDir, logFile, stop };
   } catch (e) {
     await stop();
     throw e;

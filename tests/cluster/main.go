@@ -1,12 +1,15 @@
-// Command cluster runs a real Kubernetes control plane for Sluice's tests: an
-// embedded etcd and the real kube-apiserver, in one process, on loopback.
+// Command cluster runs a real Kubernetes cluster for Sluice's tests, in one
+// process, on loopback: an embedded etcd, the real kube-apiserver, the real
+// kube-controller-manager (the controllers a workload needs), and a pod
+// runner in place of a kubelet that runs Pods of known images as local
+// processes in network namespaces of their own.
 //
 // It writes a kubeconfig (token auth, TLS verified against the apiserver's own
 // certificate), prints one line naming it, and shuts down cleanly on SIGTERM,
 // SIGINT, or when its standard input closes.
 //
-// There is no kube-controller-manager: callers create EndpointSlices
-// themselves and use a fresh namespace per test.
+// Subcommands: `cluster kubectl …` is the matching kubectl; `cluster
+// pod-exec …` is the pod runner's own step into a Pod's namespaces.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -34,10 +38,26 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "kubectl":
+			kubectl(os.Args[2:])
+			return
+		case "pod-exec":
+			if err := podExec(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "pod-exec: %v\n", err)
+				os.Exit(127)
+			}
+			return
+		}
+	}
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		os.Exit(1)
@@ -50,8 +70,13 @@ func run() error {
 	port := flag.Int("port", 0, "apiserver secure port (default: a free port)")
 	watchStdin := flag.Bool("watch-stdin", true, "shut down when standard input closes")
 	readyTimeout := flag.Duration("ready-timeout", 3*time.Minute, "how long to wait for the apiserver to become ready")
+	controllers := flag.Bool("controllers", true, "run kube-controller-manager (Deployments, ReplicaSets, EndpointSlices, namespaces, garbage collection, ServiceAccounts)")
+	podRunnerMode := flag.String("pod-runner", "auto", "run Pods as local processes: auto (when root), on, off")
+	nodeName := flag.String("node-name", "sluice-node", "the pod runner's Node")
+	images := imageFlag{}
+	flag.Var(images, "image", "an image the pod runner can run, as name=program (repeatable), e.g. traefik/whoami=/path/to/whoami")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: cluster [flags] [-- extra kube-apiserver flags]\n")
+		fmt.Fprintf(os.Stderr, "usage: cluster [flags] [-- extra kube-apiserver flags]\n       cluster kubectl [kubectl arguments]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -155,7 +180,48 @@ func run() error {
 		return err
 	}
 	defer control.Close()
-	fmt.Printf("cluster ready: kubeconfig=%s server=%s control=http://%s\n", *kubeconfigOut, server, control.Addr())
+
+	restConfig := &rest.Config{Host: server, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}
+	var controllersDone <-chan error
+	if *controllers {
+		controllersDone, err = startControllerManager(*kubeconfigOut, saKeyFile, caFile)
+		if err == nil {
+			err = waitControllers(ctx, restConfig, controllersDone)
+		}
+		if err != nil {
+			stopSelf()
+			waitApiserver(apiserverDone)
+			return err
+		}
+	}
+	pods := "off"
+	runnerCtx, stopRunner := context.WithCancel(context.Background())
+	defer stopRunner()
+	var runner *podRunner
+	switch why := podRunnerUnavailable(*podRunnerMode); {
+	case why != "" && *podRunnerMode == "on":
+		stopSelf()
+		waitApiserver(apiserverDone)
+		return fmt.Errorf("pod runner: %s", why)
+	case why != "":
+		pods = "off (" + why + ")"
+		fmt.Fprintf(os.Stderr, "pod runner: off: %s; Pods stay Pending\n", why)
+	default:
+		runner, err = startPodRunner(runnerCtx, restConfig, podRunnerOptions{
+			node: *nodeName, images: images, podsDir: filepath.Join(workDir, "pods"),
+		})
+		if err != nil {
+			stopSelf()
+			waitApiserver(apiserverDone)
+			return fmt.Errorf("start the pod runner: %w", err)
+		}
+		pods = "on"
+		defer func() {
+			stopRunner()
+			runner.stop()
+		}()
+	}
+	fmt.Printf("cluster ready: kubeconfig=%s server=%s control=http://%s pods=%s\n", *kubeconfigOut, server, control.Addr(), strings.ReplaceAll(pods, " ", "_"))
 
 	if *watchStdin {
 		go func() {
@@ -170,9 +236,75 @@ func run() error {
 			return fmt.Errorf("kube-apiserver stopped: %w", err)
 		}
 		return nil
+	case err := <-controllersDone:
+		stopSelf()
+		waitApiserver(apiserverDone)
+		return err
 	case <-stopRequested:
+		if runner != nil {
+			stopRunner()
+			runner.stop()
+		}
 		waitApiserver(apiserverDone)
 		return nil
+	}
+}
+
+// imageFlag collects --image name=program.
+type imageFlag map[string]string
+
+func (f imageFlag) String() string { return fmt.Sprint(map[string]string(f)) }
+
+func (f imageFlag) Set(v string) error {
+	name, program, ok := strings.Cut(v, "=")
+	if !ok || name == "" || program == "" {
+		return fmt.Errorf("want name=program, got %q", v)
+	}
+	abs, err := filepath.Abs(program)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return fmt.Errorf("image %q: %w", name, err)
+	}
+	f[imageName(name)] = abs
+	return nil
+}
+
+// podRunnerUnavailable says why Pods cannot run here, or "" when they can.
+func podRunnerUnavailable(mode string) string {
+	switch {
+	case mode == "off":
+		return "turned off with --pod-runner=off"
+	case os.Geteuid() != 0:
+		return "needs root (CAP_NET_ADMIN) to give each Pod a network namespace"
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return "needs iproute2's ip command"
+	}
+	return ""
+}
+
+// waitControllers waits until kube-controller-manager has done visible
+// work: the default ServiceAccount of the default namespace exists.
+func waitControllers(ctx context.Context, config *rest.Config, done <-chan error) error {
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return nil
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return errors.New("kube-controller-manager made no default ServiceAccount in time")
+		case <-tick.C:
+		}
 	}
 }
 

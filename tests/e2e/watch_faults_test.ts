@@ -27,7 +27,7 @@ import {
 
 Deno.test("Sluice keeps serving its last snapshot while the apiserver is down and catches up after a restart", async () => {
   const bin = await buildCluster();
-  let cluster: RunningCluster = await startCluster(bin);
+  let cluster: RunningCluster = await startCluster(bin, { workloads: false });
   const port = Number(new URL(cluster.server).port);
   const workDir = cluster.workDir;
   try {
@@ -68,7 +68,7 @@ Deno.test("Sluice keeps serving its last snapshot while the apiserver is down an
           await readyz.body?.cancel();
           assertEquals(readyz.status, 200);
 
-          cluster = await startCluster(bin, { workDir, port });
+          cluster = await startCluster(bin, { workDir, port, workloads: false });
           // A change made after the restart is served: the watches resumed (or relisted).
           await apply(
             admin.client,

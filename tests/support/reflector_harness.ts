@@ -85,7 +85,7 @@ export interface OwnCluster {
 /** Builds (or finds cached) and starts {@linkcode OwnCluster}. */
 export async function ownCluster(): Promise<OwnCluster> {
   const bin = await buildCluster();
-  let cluster: RunningCluster = await startCluster(bin);
+  let cluster: RunningCluster = await startCluster(bin, { workloads: false });
   const port = Number(new URL(cluster.server).port);
   const workDir = cluster.workDir;
   const kubeconfig = cluster.kubeconfig;
@@ -97,7 +97,7 @@ export async function ownCluster(): Promise<OwnCluster> {
     stop: () => cluster.stop(),
     async start(options = {}) {
       if (options.fresh) await Deno.remove(`${workDir}/etcd`, { recursive: true });
-      cluster = await startCluster(bin, { workDir, port });
+      cluster = await startCluster(bin, { workDir, port, workloads: false });
     },
     async restart(between) {
       await cluster.stop();
