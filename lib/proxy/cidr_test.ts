@@ -1,5 +1,18 @@
-import { assertEquals, assertThrows } from "../../tests/support/assert.ts";
+/**
+ * `parseIp()`, `normalizeIp()` and `createCidrMatcher()`: the addresses and
+ * ranges `--trusted-proxy-cidrs` and X-Forwarded-For chains are read with, IPv4,
+ * IPv6 and IPv4-mapped, and what is refused.
+ *
+ * @module
+ */
+import {
+  assert,
+  assertEquals,
+  assertStringIncludes,
+  assertThrows,
+} from "../../tests/support/assert.ts";
 import { createCidrMatcher, normalizeIp, parseIp } from "./cidr.ts";
+import { realClientIp } from "./forwarded_headers.ts";
 
 Deno.test("parseIp() reads IPv4, IPv6 and IPv4-mapped IPv6, and rejects junk", () => {
   const cases: [string, number[] | undefined][] = [
@@ -88,4 +101,80 @@ Deno.test("normalizeIp() unmaps IPv4-mapped IPv6 and leaves others alone", () =>
   assertEquals(normalizeIp("::1"), "::1");
   assertEquals(normalizeIp("10.0.0.1"), "10.0.0.1");
   assertEquals(normalizeIp("ffff::1"), "ffff::1");
+});
+
+Deno.test("a CIDR matcher takes IPv6 ranges of every prefix length and never lets one family match the other", () => {
+  const m = createCidrMatcher(["fd00::/8", "2001:db8:abcd:12::/63", "::1"]);
+  for (
+    const [address, expected] of [
+      ["fd00::1", true],
+      ["fdff:ffff::1", true],
+      ["fc00::1", false],
+      ["2001:db8:abcd:13::5", true],
+      ["2001:db8:abcd:14::5", false],
+      ["::1", true],
+      ["::2", false],
+      ["0.0.0.1", false], // ::1's low bits as IPv4
+      ["FD00:0:0:0:0:0:0:1", true],
+    ] as const
+  ) {
+    assertEquals(m.contains(address), expected, address);
+  }
+  const v4 = createCidrMatcher(["0.0.0.0/0"]);
+  assertEquals(v4.contains("::1"), false);
+  assertEquals(v4.contains("::ffff:1.2.3.4"), true);
+  const all6 = createCidrMatcher(["::/0"]);
+  // A mapped address is IPv4: an IPv6-everything range does not make IPv4 clients trusted.
+  assertEquals(all6.contains("::ffff:1.2.3.4"), false);
+  assertEquals(all6.contains("fd00::1"), true);
+});
+
+Deno.test("malformed IPv6 ranges are refused with the range named", () => {
+  for (
+    const bad of [
+      "fd00::/129",
+      "fd00:::/8",
+      "fd00::1::/64",
+      "[fd00::]/8",
+      "fd00::/",
+      "fe80::/10%eth0",
+    ]
+  ) {
+    let error: unknown;
+    try {
+      createCidrMatcher([bad]);
+    } catch (e) {
+      error = e;
+    }
+    assert(error instanceof TypeError, `"${bad}" was accepted`);
+    assertStringIncludes(error.message, bad);
+  }
+});
+
+Deno.test("parseIp() refuses bracketed, ported and over-long IPv6 text, so such X-Forwarded-For entries end the chain", () => {
+  for (
+    const text of [
+      "[::1]",
+      "[::1]:80",
+      "1:2:3:4:5:6:7:8:9",
+      "1:2:3:4:5:6:7",
+      "::1:",
+      ":1::",
+      "g::1",
+    ]
+  ) {
+    assertEquals(parseIp(text), undefined, text);
+  }
+  const trusted = createCidrMatcher(["::1/128"]);
+  // A forged, unparseable entry stops the walk: the trusted peer's left neighbour is not believed past it.
+  assertEquals(realClientIp("2001:db8::1, [2001:db8::2]:443", "::1", trusted), "::1");
+  assertEquals(realClientIp("2001:db8::1, 2001:db8::2", "::1", trusted), "2001:db8::2");
+});
+
+Deno.test("normalizeIp() unmaps IPv4-mapped addresses in any spelling and leaves IPv6 ones alone", () => {
+  assertEquals(normalizeIp("::ffff:7f00:1"), "127.0.0.1");
+  assertEquals(normalizeIp("0:0:0:0:0:FFFF:10.0.0.1"), "10.0.0.1");
+  assertEquals(normalizeIp("::ffff:0:10.0.0.1"), "::ffff:0:10.0.0.1"); // IPv4-translated, not mapped
+  assertEquals(normalizeIp("ffff::1"), "ffff::1");
+  assertEquals(normalizeIp("fd00::1"), "fd00::1");
 });

@@ -1,5 +1,14 @@
+/**
+ * `parseRequestTarget()` and `normalizeRoutePath()`: the authority a request is
+ * routed on, the path in the normal form rules are compiled in, the path and
+ * query forwarded, and the targets refused or marked ambiguous; request hosts
+ * with IPv6 literals.
+ *
+ * @module
+ */
 import { assertEquals } from "../../tests/support/assert.ts";
 import { normalizeRoutePath, parseRequestTarget } from "./request_target.ts";
+import { normaliseRequestHost } from "../routing/host.ts";
 
 Deno.test("parseRequestTarget() takes the authority from Host and the target verbatim", () => {
   assertEquals(
@@ -146,4 +155,14 @@ Deno.test("parseRequestTarget() marks a dot segment hidden behind an escaped sla
   ) {
     assertEquals(parseRequestTarget("http://a.com" + target, "a.com")?.ambiguous, false, target);
   }
+});
+
+Deno.test("request hosts with IPv6 literals keep their brackets and lose only their port", () => {
+  assertEquals(normaliseRequestHost("[::1]:8080"), "[::1]");
+  assertEquals(normaliseRequestHost("[FD00::1]"), "[fd00::1]");
+  assertEquals(normaliseRequestHost("[::ffff:10.0.0.1]:443"), "[::ffff:10.0.0.1]");
+  const target = parseRequestTarget("http://[fd00::1]:8080/a", "[fd00::1]:8080");
+  assertEquals(target?.authority, "[fd00::1]:8080");
+  assertEquals(target?.hostname, "[fd00::1]");
+  assertEquals(parseRequestTarget("http://[fd00::1/a", "[fd00::1"), undefined);
 });

@@ -1,6 +1,6 @@
 /**
- * Test support: the world `hostile_client_test.ts` and
- * `hostile_routing_test.ts` attack.
+ * Test support: the world of the request routing tests
+ * (`lib/proxy/request_routing_test.ts` and the tests beside it).
  * The real proxy handler behind the real HTTP listener (`lib/server/`),
  * routing through the real compiled route table (`lib/routing/`), with one
  * echo backend per Service, so a test sees which rule a request reached and

@@ -1,6 +1,6 @@
 /**
- * Test support: what `hostile_release_test.ts` attacks the
- * release of streamed response chunks (`releaseTakenChunk`) with.
+ * Test support: what `lib/proxy/chunk_release_test.ts` checks the release of
+ * streamed response chunks (`releaseTakenChunk`) with.
  *
  * - {@linkcode startPatternBackend}: a raw backend serving the echo backend's
  *   pattern bytes (`patternBytes`) with the framing (Content-Length, chunked,

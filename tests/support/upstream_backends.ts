@@ -1,16 +1,20 @@
 /**
- * Test support: loopback backends for `hostile_upstream_test.ts`
- * that can stop listening while their connections stay open (a pod going
- * away), come back on a port they had, and count what reached them. Built on
- * {@linkcode ScriptedConn} from `tests/support/scripted_backend.ts`. Not part
- * of Sluice.
+ * Test support for the upstream side of the proxy (retries, the pool, the
+ * balancer, timeouts): loopback backends that can stop listening while their
+ * connections stay open (a pod going away), come back on a port they had, and
+ * count what reached them (built on {@linkcode ScriptedConn} from
+ * `tests/support/scripted_backend.ts`); a proxy routing any host to given
+ * endpoints ({@linkcode withProxyTo}); and {@linkcode scriptedServer}, a raw
+ * backend for `sendUpstream()` itself. Not part of Sluice.
  *
  * @module
  */
 
-import { closeQuietly } from "./raw_http.ts";
+import { closeQuietly, latin1, rawRequest } from "./raw_http.ts";
 import { ScriptedConn } from "./scripted_backend.ts";
 import type { Endpoint } from "../../lib/routing/snapshot.ts";
+import { type HarnessOptions, type ProxyHarness, startProxy } from "./proxy_harness.ts";
+import type { UpstreamRequest } from "../../lib/proxy/upstream_client.ts";
 
 /** A backend whose listener and connections have separate lifetimes; disposing it closes it. */
 export interface UpstreamBackend extends AsyncDisposable {
@@ -164,6 +168,155 @@ export async function blackholedPort(): Promise<{ port: number; close(): void }>
     close() {
       for (const filler of fillers) closeQuietly(filler);
       closeQuietly(listener);
+    },
+  };
+}
+
+export const UPSTREAM_HOST = "shop.example.com";
+
+/** Runs `fn` with a proxy whose one route (any host) goes to `endpoints`. */
+export async function withProxyTo(
+  endpoints: readonly Endpoint[],
+  fn: (proxy: ProxyHarness) => Promise<void>,
+  options: Partial<Omit<HarnessOptions, "routes">> = {},
+): Promise<void> {
+  const proxy = await startProxy({ routes: [{ endpoints }], readTimeoutMs: 5_000, ...options });
+  try {
+    await fn(proxy);
+  } finally {
+    await proxy.close();
+  }
+}
+
+export function proxyGet(proxy: ProxyHarness, target: string) {
+  return rawRequest(proxy.port, `GET ${target} HTTP/1.1\r\nHost: ${UPSTREAM_HOST}\r\n\r\n`);
+}
+
+export function proxyPost(proxy: ProxyHarness, target: string, body: string) {
+  return rawRequest(
+    proxy.port,
+    `POST ${target} HTTP/1.1\r\nHost: ${UPSTREAM_HOST}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+  );
+}
+
+export const getRequest = (target: string): UpstreamRequest => ({
+  method: "GET",
+  target,
+  headers: [["Host", UPSTREAM_HOST]],
+  body: null,
+});
+
+export async function drainBody(
+  body: Uint8Array | ReadableStream<Uint8Array> | null,
+): Promise<string> {
+  if (body === null) return "";
+  if (body instanceof Uint8Array) return latin1(body);
+  return latin1(new Uint8Array(await new Response(body).arrayBuffer()));
+}
+
+export function tally(values: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const value of values) out[value] = (out[value] ?? 0) + 1;
+  return out;
+}
+
+/** A backend that records the request line of each connection's first request, then answers nothing. */
+export function silentBackend() {
+  const heads: string[] = [];
+  const backend = startBackend(async (conn) => {
+    const head = await conn.readHead();
+    if (head !== null) heads.push(requestLine(head));
+    await conn.readHead();
+  });
+  return Object.assign(backend, { heads });
+}
+
+export const backendGet = (target: string): UpstreamRequest => ({
+  method: "GET",
+  target,
+  headers: [["Host", "backend.test"]],
+  body: null,
+});
+
+export async function bodyText(
+  body: Uint8Array | ReadableStream<Uint8Array> | null,
+): Promise<string> {
+  if (body === null) return "";
+  if (body instanceof Uint8Array) return new TextDecoder().decode(body);
+  return await new Response(body).text();
+}
+
+/**
+ * A scripted backend: `script` runs once per accepted connection with a reader of request
+ * heads and a writer; faults the echo backend cannot produce on demand.
+ */
+export function scriptedServer(
+  script: (
+    io: {
+      nextHead(): Promise<string | null>;
+      write(s: string | Uint8Array): Promise<void>;
+      close(): void;
+    },
+    index: number,
+  ) => Promise<void>,
+) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const tasks: Promise<void>[] = [];
+  const conns = new Set<Deno.Conn>();
+  let accepted = 0;
+  const loop = (async () => {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch {
+        return;
+      }
+      conns.add(conn);
+      const index = accepted++;
+      let pending = "";
+      const buf = new Uint8Array(65536);
+      const io = {
+        async nextHead(): Promise<string | null> {
+          for (;;) {
+            const end = pending.indexOf("\r\n\r\n");
+            if (end !== -1) {
+              const head = pending.slice(0, end + 4);
+              pending = pending.slice(end + 4);
+              return head;
+            }
+            const n = await conn.read(buf).catch(() => null);
+            if (n === null) return null;
+            pending += new TextDecoder().decode(buf.subarray(0, n));
+          }
+        },
+        async write(s: string | Uint8Array) {
+          const bytes = typeof s === "string" ? new TextEncoder().encode(s) : s;
+          let offset = 0;
+          while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
+        },
+        close() {
+          conns.delete(conn);
+          try {
+            conn.close();
+          } catch {
+            // Already closed.
+          }
+        },
+      };
+      tasks.push(script(io, index).catch(() => {}).finally(() => io.close()));
+    }
+  })();
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    get accepted() {
+      return accepted;
+    },
+    async close() {
+      listener.close();
+      for (const conn of conns) conn.close();
+      await loop;
+      await Promise.all(tasks);
     },
   };
 }

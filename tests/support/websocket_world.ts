@@ -1,7 +1,8 @@
 /**
- * Test support for `hostile_websocket_test.ts`: a raw `Deno.listen` WebSocket
- * backend whose script writes the 101 and every frame byte itself, a client
- * `WebSocket` with a message queue, and the proxy harness in between with a
+ * Test support for the WebSocket tests of `lib/proxy/`: a raw `Deno.listen`
+ * WebSocket backend whose script writes the 101 and every frame byte itself, a
+ * client `WebSocket` with a message queue (and {@linkcode RawWsClient}, one
+ * that writes its frames itself), and the proxy harness in between with a
  * relay counter. Knows nothing of the relay's internals: it only sees bytes
  * on the backend socket and events on the client.
  *
@@ -10,7 +11,7 @@
 
 import { startProxy } from "./proxy_harness.ts";
 import type { HarnessOptions, ProxyHarness } from "./proxy_harness.ts";
-import { concatBytes, latin1Bytes } from "./raw_http.ts";
+import { concatBytes, latin1, latin1Bytes } from "./raw_http.ts";
 import {
   type ScriptedBackend,
   type ScriptedConn,
@@ -295,5 +296,78 @@ export async function withWsWorld(
   } finally {
     await proxy.close();
     await backend.close();
+  }
+}
+
+/** A raw client speaking frames itself over TCP, after a hand-written upgrade. */
+export class RawWsClient {
+  readonly status: number;
+  readonly head: string;
+  #conn: Deno.Conn;
+  #decoder = new FrameDecoder({ maxPayload: 256 * 1024 * 1024, expectMasked: false });
+  #eof = false;
+  #closed = false;
+
+  private constructor(conn: Deno.Conn, head: string, rest: Uint8Array) {
+    this.#conn = conn;
+    this.head = head;
+    this.status = Number(head.split(" ")[1]);
+    this.#decoder.push(rest);
+  }
+
+  static async open(port: number, target = "/ws", extra: readonly string[] = []) {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    const request = [
+      `GET ${target} HTTP/1.1`,
+      "Host: chat.example",
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      `Sec-WebSocket-Key: ${SAMPLE_KEY}`,
+      "Sec-WebSocket-Version: 13",
+      ...extra,
+    ].join("\r\n") + "\r\n\r\n";
+    await conn.write(latin1Bytes(request));
+    let buf = new Uint8Array(0);
+    const chunk = new Uint8Array(64 * 1024);
+    for (;;) {
+      const end = latin1(buf).indexOf("\r\n\r\n");
+      if (end >= 0) {
+        return new RawWsClient(conn, latin1(buf.subarray(0, end)), buf.slice(end + 4));
+      }
+      const n = await within(10_000, "the proxy's answer", conn.read(chunk));
+      if (n === null) {
+        conn.close();
+        throw new Error("Connection closed before the 101");
+      }
+      buf = concatBytes([buf, chunk.subarray(0, n)]);
+    }
+  }
+
+  async send(bytes: Uint8Array): Promise<void> {
+    let offset = 0;
+    while (offset < bytes.length) offset += await this.#conn.write(bytes.subarray(offset));
+  }
+
+  /** The next frame, or null at EOF. */
+  async next(timeoutMs = 10_000): Promise<WsFrame | null> {
+    const chunk = new Uint8Array(64 * 1024);
+    for (;;) {
+      const frame = this.#decoder.next();
+      if (frame !== undefined) return frame;
+      if (this.#eof) return null;
+      const n = await within(timeoutMs, "a frame from the proxy", this.#conn.read(chunk));
+      if (n === null) this.#eof = true;
+      else this.#decoder.push(chunk.subarray(0, n));
+    }
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed.
+    }
   }
 }

@@ -1,19 +1,29 @@
 /**
- * Hostile upgrades against the real listeners (plain `Deno.serve`, the
- * relaying plain listener, HTTPS) and the real proxy handler. Deno 2.9.6
- * closes a listener's whole server when a handler that called
- * `Deno.upgradeWebSocket` answers anything but a 101: every test here makes
- * a client or a backend try to get there, then checks that a normal request
- * on a new connection is still served and that the listener never reported
- * `closed` (what makes a worker count itself lost).
+ * The upgrade handshake: what the backend receives (the client's fields, Origin,
+ * Cookie and subprotocols, a fresh key, no extensions, forwarding fields), what
+ * the client gets for a 101 the proxy must refuse (no or a wrong accept, another
+ * protocol, a subprotocol or extension not offered, two subprotocols: 502), for
+ * a request it must refuse (no valid key: 400, another version: 426), and that
+ * odd upgrades never take a listener down. Deno 2.9.6 closes a listener's whole
+ * server when a handler that called `Deno.upgradeWebSocket` answers anything
+ * but a 101: the listener tests make a client or a backend try to get there,
+ * then check that a normal request on a new connection is still served and that
+ * the listener never reported `closed` (what makes a worker count itself lost).
+ * Real listeners (plain `Deno.serve`, the relaying plain listener, HTTPS) and
+ * the real proxy handler, raw clients and backends.
  *
  * @module
  */
-
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { type LoggedWarning, recordingLogger } from "../../tests/support/proxy_harness.ts";
+import {
+  type HarnessOptions,
+  type LoggedWarning,
+  recordingLogger,
+  startProxy,
+} from "../../tests/support/proxy_harness.ts";
 import {
   headerValue,
+  headerValues,
   latin1,
   RawConnection,
   type RawResponse,
@@ -27,8 +37,18 @@ import { listenHttps } from "../server/https_listener.ts";
 import type { Listener } from "../server/listener.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
-import { acceptFor, SAMPLE_KEY } from "../../tests/support/websocket_world.ts";
+import {
+  acceptFor,
+  RawWsClient,
+  SAMPLE_KEY,
+  withWsWorld,
+  type WsBackendConn,
+  wsFrame,
+} from "../../tests/support/websocket_world.ts";
 import { createProxyHandler, type ProxyHandler } from "./proxy_handler.ts";
+import { encodeClosePayload, OP_CLOSE } from "./ws_frame.ts";
+import { type EchoBackend, startEchoBackend } from "../../tests/support/echo_backend.ts";
+import { ask, type RuleSketch, upgradeHead, worldRunner } from "../../tests/support/echo_world.ts";
 
 const HOST = "a.test";
 const KINDS = ["http", "relayed", "https"] as const;
@@ -566,4 +586,258 @@ Deno.test("an HTTP/2 request carrying a WebSocket key, answered 101 by the backe
     }
     assertEquals(world.deltas, []);
   });
+});
+
+const KEY = SAMPLE_KEY;
+
+/** A frame as a server sends it (unmasked). */
+const sframe = (opcode: number, payload: Uint8Array | string, fin = true) =>
+  wsFrame(opcode, payload, { fin });
+
+/** A frame as a client sends it (masked). */
+const cframe = (opcode: number, payload: Uint8Array | string, fin = true) =>
+  wsFrame(opcode, payload, { fin, mask: true });
+
+Deno.test("Origin, Cookie and the offered subprotocols reach the backend unchanged on an upgrade", async () => {
+  const seen: Record<string, string | undefined> = {};
+  await withWsWorld(async (conn) => {
+    for (const name of ["origin", "cookie", "sec-websocket-protocol", "sec-websocket-key"]) {
+      seen[name] = conn.field(name);
+    }
+    await conn.accept({ fields: ["Sec-WebSocket-Protocol: b"] });
+    await conn.write(sframe(OP_CLOSE, encodeClosePayload(1000, "")));
+  }, async ({ proxy, relaysEnded }) => {
+    const client = await RawWsClient.open(proxy.port, "/ws", [
+      "Origin: https://app.example",
+      "Cookie: session=abc; theme=dark",
+      "Sec-WebSocket-Protocol: a, b",
+    ]);
+    try {
+      assertEquals(client.status, 101);
+      assert(/\r\nsec-websocket-protocol: b(\r\n|$)/i.test(client.head), client.head);
+      await client.next();
+      await client.send(cframe(OP_CLOSE, encodeClosePayload(1000, "")));
+    } finally {
+      client.close();
+    }
+    await relaysEnded();
+  });
+  assertEquals(seen, {
+    origin: "https://app.example",
+    cookie: "session=abc; theme=dark",
+    "sec-websocket-protocol": "a, b",
+    "sec-websocket-key": KEY,
+  });
+});
+
+// Was a bug: with two Sec-WebSocket-Protocol fields in the 101 the relay took the first
+// (RFC 6455 section 4.2.2: at most one; section 4.1: the client fails the connection).
+Deno.test("a 101 naming two subprotocols gets 502 even when both were offered", async () => {
+  await withWsWorld(async (conn) => {
+    await conn.accept({ fields: ["Sec-WebSocket-Protocol: a", "Sec-WebSocket-Protocol: b"] });
+  }, async ({ proxy, backend, deltas }) => {
+    const client = await RawWsClient.open(proxy.port, "/ws", ["Sec-WebSocket-Protocol: a, b"]);
+    client.close();
+    assertEquals(client.status, 502);
+    await backend.closedByProxy(0);
+    assertEquals(deltas, []);
+  });
+});
+
+const SHOP = "shop.example.com";
+
+/** An echo backend behind the proxy for any host; `fn` gets the proxy's port and the backend. */
+async function withEcho(
+  fn: (port: number, backend: EchoBackend) => Promise<void>,
+  options: Partial<Omit<HarnessOptions, "routes">> = {},
+): Promise<void> {
+  const backend = await startEchoBackend({ name: "shop/web" });
+  const proxy = await startProxy({
+    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+    ...options,
+  });
+  try {
+    await fn(proxy.port, backend);
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+}
+
+Deno.test("a WebSocket upgrade reaches the backend with exactly the client's fields, but a fresh key and no extensions, plus the forwarding fields", async () => {
+  await withEcho(async (port, backend) => {
+    using conn = await RawConnection.open(port);
+    await conn.send(
+      `GET /ws?x=1 HTTP/1.1\r\nHost: ${SHOP}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+        "Sec-WebSocket-Protocol: chat, superchat\r\nSec-WebSocket-Extensions: permessage-deflate\r\n" +
+        "Origin: https://app.example\r\nCookie: s=1\r\nX-Custom: yes\r\n\r\n",
+    );
+    const response = await conn.readResponse({ head: true });
+    assertEquals(response.status, 101);
+    await waitFor("the backend's upgrade request", () => backend.requests.length === 1);
+    const seen = backend.requests[0]!.headers;
+    const names = (fields: [string, string][]) =>
+      fields.map(([n]) => n.toLowerCase()).filter((n) =>
+        !/^(x-forwarded-|x-real-ip|x-request-id)/.test(n)
+      )
+        .sort();
+    assertEquals(names(seen), [
+      "connection",
+      "cookie",
+      "host",
+      "origin",
+      "sec-websocket-key",
+      "sec-websocket-protocol",
+      "sec-websocket-version",
+      "upgrade",
+      "x-custom",
+    ]);
+    assertEquals(headerValues(seen, "host"), [SHOP]);
+    assertEquals(headerValues(seen, "origin"), ["https://app.example"]);
+    assertEquals(headerValues(seen, "cookie"), ["s=1"]);
+    assertEquals(headerValues(seen, "x-custom"), ["yes"]);
+    assertEquals(headerValues(seen, "sec-websocket-protocol").join(", "), "chat, superchat");
+    assertEquals(
+      seen.filter(([n]) => /^(x-forwarded-|x-real-ip|x-request-id)/i.test(n)).length,
+      6,
+      JSON.stringify(seen),
+    );
+  });
+});
+
+const HOST_RULES: RuleSketch[] = [
+  [SHOP, "/", "Prefix", "shop/public"],
+  [SHOP, "/admin", "Prefix", "shop/admin"],
+  [SHOP, "/über", "Exact", "shop/uber"],
+  ["*.example.com", "/", "Prefix", "wild/web"],
+  ["localhost", "/", "Prefix", "local/dev"],
+  ["", "/", "Prefix", "any/web"],
+];
+
+const withHostsWorld = worldRunner(HOST_RULES);
+
+Deno.test("a WebSocket upgrade without a valid Sec-WebSocket-Key gets 400, another version 426, and neither reaches the backend", async () => {
+  // Was a bug: the upgrade went to the backend first and only then Deno.upgradeWebSocket threw,
+  // so the backend accepted a WebSocket torn down at once and the client got 502.
+  await withHostsWorld(async (world) => {
+    const seen = world.mark();
+    const cases: [string[], number][] = [
+      [["Sec-WebSocket-Version: 13"], 400],
+      [["Sec-WebSocket-Key: not a key!", "Sec-WebSocket-Version: 13"], 400],
+      [["Sec-WebSocket-Key: a2V5", "Sec-WebSocket-Key: a2V5", "Sec-WebSocket-Version: 13"], 400],
+      [["Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 12"], 426],
+    ];
+    for (const [fields, status] of cases) {
+      const response = await ask(world.port, upgradeHead(SHOP, fields) + "\r\n");
+      assertEquals(response.status, status, fields.join(", "));
+    }
+    assertEquals(seen(), []);
+  });
+});
+
+/** The case name a client put in its target (`/ws?case=NAME`). */
+const caseOf = (conn: WsBackendConn) =>
+  decodeURIComponent(/[?&]case=([^ &]*)/.exec(conn.head)?.[1] ?? "");
+
+function wsUpgradeHead(target: string, extra: readonly string[] = []): string {
+  return [
+    `GET ${target} HTTP/1.1`,
+    "Host: chat.example",
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    `Sec-WebSocket-Key: ${KEY}`,
+    "Sec-WebSocket-Version: 13",
+    ...extra,
+  ].join("\r\n") + "\r\n\r\n";
+}
+
+/** Status and fields of the proxy's answer to a raw upgrade request. */
+async function rawUpgrade(port: number, target: string, extra: readonly string[] = []) {
+  const conn = await RawConnection.open(port);
+  try {
+    await conn.send(wsUpgradeHead(target, extra));
+    const head = await conn.readResponse({ head: true, timeoutMs: 10_000 });
+    return { status: head.status, headers: head.headers };
+  } finally {
+    conn.close();
+  }
+}
+
+Deno.test("a 101 choosing a subprotocol the client did not offer gets 502 and the backend socket is closed", async () => {
+  const cases: [string, string[], string][] = [
+    ["none-offered", [], "evil"],
+    ["other", ["Sec-WebSocket-Protocol: chat.v1"], "chat.v2"],
+    ["list", ["Sec-WebSocket-Protocol: a, b"], "a, b"],
+  ];
+  await withWsWorld(async (conn) => {
+    const chosen = cases.find(([name]) => name === caseOf(conn))?.[2] ?? "";
+    await conn.accept({ fields: [`Sec-WebSocket-Protocol: ${chosen}`] });
+  }, async ({ proxy, backend, deltas }) => {
+    for (const [index, [name, fields]] of cases.entries()) {
+      const answer = await rawUpgrade(proxy.port, `/ws?case=${name}`, fields);
+      assertEquals(answer.status, 502, name);
+      await backend.closedByProxy(index);
+    }
+    assertEquals(deltas, []);
+  });
+});
+
+// Was a bug: the backend's Sec-WebSocket-Accept and Upgrade were never checked, and Deno answered
+// the client with an accept of its own (RFC 6455 section 4.1 says fail).
+Deno.test({
+  name: "a 101 without a valid Sec-WebSocket-Accept or Upgrade: websocket gets 502",
+  fn: async () => {
+    const cases: Record<string, string[]> = {
+      "missing-accept": [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+      ],
+      "wrong-accept": [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+      ],
+      "no-upgrade": ["HTTP/1.1 101 Switching Protocols", "Connection: Upgrade", "ACCEPT"],
+      "upgrade-h2c": [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: h2c",
+        "Connection: Upgrade",
+        "ACCEPT",
+      ],
+    };
+    await withWsWorld(async (conn) => {
+      const lines = cases[caseOf(conn)] ?? [];
+      const accept = "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="; // right for KEY
+      await conn.write(lines.map((l) => l === "ACCEPT" ? accept : l).join("\r\n") + "\r\n\r\n");
+    }, async ({ proxy, backend }) => {
+      for (const [index, name] of Object.keys(cases).entries()) {
+        const answer = await rawUpgrade(proxy.port, `/ws?case=${name}`);
+        // Today: 101, with a Sec-WebSocket-Accept Deno computed from the client's key, so the
+        // client believes the backend accepted a WebSocket it never did.
+        assertEquals(answer.status, 502, name);
+        await backend.closedByProxy(index);
+      }
+    });
+  },
+});
+
+// Was a bug: a 101 naming an extension the proxy never offered was relayed (RFC 6455 section 4.1,
+// step 5: fail); the first compressed frame then closed the client with 1011.
+Deno.test({
+  name: "a 101 with an extension the proxy never offered gets 502",
+  fn: async () => {
+    await withWsWorld(async (conn) => {
+      await conn.accept({ fields: ["Sec-WebSocket-Extensions: permessage-deflate"] });
+    }, async ({ proxy, backend }) => {
+      const answer = await rawUpgrade(proxy.port, "/ws", [
+        "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits",
+      ]);
+      // Today: 101 without the field, then 1011 on the first compressed (RSV1) frame.
+      assertEquals(answer.status, 502);
+      await backend.closedByProxy(0);
+    });
+  },
 });

@@ -1,13 +1,22 @@
 /**
- * Hostile and broken backends behind the real proxy: a raw `Deno.listen`
- * server writes exact bytes, the proxy handler runs behind a real
- * `Deno.serve`, and a raw client checks what reaches it. The main class:
- * nothing a backend sends outside a well-framed answer to the request it got
- * may ever reach another client through a pooled connection.
+ * What a backend's answer may be and how it reaches the client: heads the proxy
+ * cannot relay (502), odd but valid heads, interim answers, duplicate
+ * Content-Lengths, HEAD, 204 and 304, chunked bodies with broken framing,
+ * extensions or trailers, bodies cut short or delimited by the close, HTTP/1.0
+ * answers, and heads up to the 64 KiB read buffer. A raw `Deno.listen` backend
+ * writes exact bytes, the proxy handler runs behind a real `Deno.serve`, and a
+ * raw client checks what reaches it. What a backend sends outside a well-framed
+ * answer (response desync) is in `smuggling_test.ts`; timeouts in
+ * `upstream_timeouts_test.ts`.
  *
  * @module
  */
-import { assert, assertEquals } from "../../tests/support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertRejects,
+  assertStrictEquals,
+} from "../../tests/support/assert.ts";
 import {
   type HarnessOptions,
   type ProxyHarness,
@@ -15,6 +24,7 @@ import {
 } from "../../tests/support/proxy_harness.ts";
 import {
   headerValue,
+  headerValues,
   latin1,
   latin1Bytes,
   parseResponses,
@@ -29,8 +39,8 @@ import {
   startScriptedBackend,
 } from "../../tests/support/scripted_backend.ts";
 import { waitFor } from "../../tests/support/wait.ts";
-import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
-import { UpstreamPool } from "./upstream_pool.ts";
+import { bothListeners, HTTP1_HOST } from "../../tests/support/http1_world.ts";
+import { ECHO_HOST, echoJson, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
 
 const HOST = "shop.example.com";
 
@@ -155,154 +165,6 @@ function trickle(text: string, ms: number): Answer {
 
 /** Streamed (over the 64 KiB read-whole limit); its tail is read by `#fill` into the read buffer. */
 const BIG = "y".repeat(70_000);
-/**
- * Streamed; after the first 64 KiB read its remaining ~34 KB (over the 16 KiB direct-read
- * threshold) is read by one exact-size read, so bytes sent after it stay in the kernel.
- */
-const HUGE = "z".repeat(100_000);
-
-Deno.test("bytes a backend sends past a response never reach the next client, and its connection is closed", async () => {
-  const cases: { target: string; method?: string; answer: string; status: number; body: string }[] =
-    [
-      { target: "/appended", answer: ok("first") + ok("evil"), status: 200, body: "first" },
-      {
-        target: "/longer-than-length",
-        answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst-and-more",
-        status: 200,
-        body: "first",
-      },
-      { target: "/streamed-appended", answer: ok(BIG) + ok("evil"), status: 200, body: BIG },
-      { target: "/direct-read-appended", answer: ok(HUGE) + ok("evil"), status: 200, body: HUGE },
-      { target: "/empty-appended", answer: ok("") + ok("evil"), status: 200, body: "" },
-      {
-        target: "/chunked-appended",
-        answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n0\r\n\r\n" +
-          ok("evil"),
-        status: 200,
-        body: "first",
-      },
-      {
-        target: "/head-with-body",
-        method: "HEAD",
-        answer: "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil",
-        status: 200,
-        body: "",
-      },
-      {
-        target: "/204-with-body",
-        answer: "HTTP/1.1 204 No Content\r\n\r\n" + ok("evil"),
-        status: 204,
-        body: "",
-      },
-      {
-        target: "/304-with-chunked-body",
-        answer:
-          "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n",
-        status: 304,
-        body: "",
-      },
-    ];
-  const answers = Object.fromEntries(cases.map((c) => [c.target, c.answer]));
-  await withAnswers(answers, async ({ proxy, closed }) => {
-    for (const c of cases) {
-      const first = await request(proxy, c.target, { method: c.method ?? "GET" });
-      assertEquals([first.status, latin1(first.body)], [c.status, c.body], c.target);
-      const next = await request(proxy, "/fresh");
-      assertEquals(
-        [next.status, latin1(next.body)],
-        [200, "fresh"],
-        `the request after ${c.target}`,
-      );
-      await assertClosedUnused(closed, c.target);
-    }
-  });
-});
-
-Deno.test("a response a backend sends on an idle pooled connection is dropped with the connection", async () => {
-  const { promise: clientGotIt, resolve: clientGot } = Promise.withResolvers<void>();
-  const answers: Record<string, Answer> = {
-    "/idle": async (conn) => {
-      await conn.write(ok("first"));
-      await clientGotIt;
-      await conn.write(ok("unsolicited"));
-    },
-  };
-  await withAnswers(answers, async ({ proxy, closed }) => {
-    assertEquals(latin1((await request(proxy, "/idle")).body), "first");
-    clientGot();
-    // The idle probe notices the bytes and closes the connection before anyone reuses it.
-    await assertClosedUnused(closed, "/idle");
-    assertEquals(proxy.handler.pool.stats().idle, 0);
-    assertEquals(latin1((await request(proxy, "/fresh")).body), "fresh");
-  });
-});
-
-// Was a bug: a body read with exact-size reads left the appended response in the kernel, and the
-// next exchange on the pooled connection took it as its answer (the last body read now goes
-// through the read buffer, so the extra bytes are seen and the connection is closed).
-Deno.test({
-  name:
-    "a response already waiting on a pooled connection is never taken as the answer to the next request",
-  fn: async () => {
-    // The streamed body is read with exact-size reads, so the appended response stays in the
-    // kernel; the connection is parked with its probe read pending, and taken again at once.
-    const backend = startScriptedBackend(async (conn) => {
-      for (;;) {
-        const head = await conn.readHead();
-        if (head === null) return;
-        await conn.write(head.startsWith("GET /big ") ? ok(HUGE) + ok("evil") : ok("fresh"));
-      }
-    });
-    const pool = new UpstreamPool();
-    const endpoint = { address: "127.0.0.1", port: backend.port };
-    const get = (target: string): UpstreamRequest => ({
-      method: "GET",
-      target,
-      headers: [["Host", HOST]],
-      body: null,
-    });
-    try {
-      const first = await sendUpstream(pool, endpoint, get("/big"));
-      const reader = (first.body as ReadableStream<Uint8Array>).getReader();
-      let length = 0;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        length += value.length;
-      }
-      assertEquals(length, HUGE.length);
-      // The next request of any client, in the same turn of the event loop.
-      const second = await sendUpstream(pool, endpoint, get("/fresh"));
-      const body = second.body instanceof Uint8Array
-        ? latin1(second.body)
-        : await new Response(second.body).text();
-      assertEquals(body, "fresh");
-      await second.done;
-    } finally {
-      pool.close();
-      await backend.close();
-    }
-  },
-});
-
-Deno.test("a backend that answers before reading the request body never gets another request on that connection", async () => {
-  await withAnswers({ "/upload": ok("early") }, async ({ proxy, closed }) => {
-    const conn = await RawConnection.open(proxy.port);
-    try {
-      // Only part of the declared body: the proxy is still forwarding it when the answer is complete.
-      await conn.send(
-        `POST /upload HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: ${256 * 1024}\r\n\r\n`,
-      );
-      await conn.send(new Uint8Array(1024).fill(97));
-      const response = await conn.readResponse();
-      assertEquals([response.status, latin1(response.body)], [200, "early"]);
-    } finally {
-      conn.close();
-    }
-    assertEquals(latin1((await request(proxy, "/fresh")).body), "fresh");
-    await assertClosedUnused(closed, "/upload");
-  });
-});
 
 Deno.test("proxy answers 502 to heads it cannot relay, and closes their connections", async () => {
   const answers: Record<string, string> = {
@@ -587,31 +449,6 @@ Deno.test({
   },
 });
 
-Deno.test("a backend that goes silent inside its head or a small body gets 504 after the read timeout", async () => {
-  const answers: Record<string, string> = {
-    "/half-head": "HTTP/1.1 200 OK\r\nContent-Le",
-    "/half-body": "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nonly",
-  };
-  await withAnswers(answers, async ({ proxy, closed }) => {
-    for (const target of Object.keys(answers)) {
-      const response = await request(proxy, target);
-      assertEquals([response.status, latin1(response.body)], [504, "Gateway Timeout\n"], target);
-      await assertClosedUnused(closed, target);
-    }
-    assertEquals(proxy.accessLog.map((entry) => entry.error), ["timeout", "timeout"]);
-  }, { readTimeoutMs: 200 });
-});
-
-Deno.test("a backend trickling its answer a byte at a time is not cut off by the idle timeout", async () => {
-  // Each byte comes well within the 250 ms idle timeout; the whole answer takes far longer.
-  await withAnswers({ "/trickle": trickle(ok("trickled"), 30) }, async ({ proxy }) => {
-    const started = performance.now();
-    const response = await request(proxy, "/trickle");
-    assertEquals([response.status, latin1(response.body)], [200, "trickled"]);
-    assert(performance.now() - started > 250 * 2, "the answer took longer than the timeout");
-  }, { readTimeoutMs: 250 });
-});
-
 /** `n` bytes of a pattern that is unlikely to line up with any framing by chance. */
 function pattern(n: number, seed: number): string {
   let out = "";
@@ -678,5 +515,125 @@ Deno.test("a response head may fill the 64 KiB read buffer exactly, also after a
     const afterInterim = await request(proxy, "/interim-then-exact");
     assertEquals([afterInterim.status, latin1(afterInterim.body)], [200, "ok"]);
     assertEquals((await request(proxy, "/one-over")).status, 502);
+  });
+});
+
+function h1Get(target: string, extra = "", version = "1.1"): string {
+  return `GET ${target} HTTP/${version}\r\nHost: ${HTTP1_HOST}\r\n${extra}\r\n`;
+}
+
+Deno.test("a response head over 64 KiB gets 502 and closes that backend connection; 200 fields and 100 Set-Cookie fields pass in order", async () => {
+  const cookies = Array.from(
+    { length: 100 },
+    (_, i) => `Set-Cookie: c${i}=${"v".repeat(200)}; Path=/\r\n`,
+  )
+    .join("");
+  const fields = Array.from({ length: 200 }, (_, i) => `X-F${i}: ${i}\r\n`).join("");
+  await bothListeners({
+    "/huge": `HTTP/1.1 200 OK\r\nX-Huge: ${"h".repeat(100_000)}\r\nContent-Length: 2\r\n\r\nok`,
+    "/cookies": `HTTP/1.1 200 OK\r\n${cookies}Content-Length: 2\r\n\r\nok`,
+    "/fields": `HTTP/1.1 200 OK\r\n${fields}Content-Length: 2\r\n\r\nok`,
+  }, async (world, mode) => {
+    using conn = await RawConnection.open(world.port);
+    await conn.send(h1Get("/huge"));
+    assertEquals((await conn.readResponse()).status, 502, mode);
+    await conn.send(h1Get("/cookies"));
+    const withCookies = await conn.readResponse();
+    assertEquals(
+      headerValues(withCookies.headers, "set-cookie"),
+      Array.from({ length: 100 }, (_, i) => `c${i}=${"v".repeat(200)}; Path=/`),
+      mode,
+    );
+    await conn.send(h1Get("/fields"));
+    const withFields = await conn.readResponse();
+    assertEquals(
+      withFields.headers.filter(([n]) => n.toLowerCase().startsWith("x-f")).map(([, v]) => v),
+      Array.from({ length: 200 }, (_, i) => String(i)),
+      mode,
+    );
+    const conns = world.received.map((r) => r.conn);
+    assert(conns[1] !== conns[0], `${mode}: connection reused after an oversized head`);
+  });
+});
+
+Deno.test("proxy answers HEAD, 204 and 304 without a body and keeps HEAD's Content-Length", async () => {
+  await withEchoProxy(async ({ proxy }) => {
+    const conn = await RawConnection.open(proxy.port);
+    try {
+      await conn.send(`HEAD /bytes?n=12345 HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+      const head = await conn.readResponse({ head: true });
+      assertStrictEquals(head.status, 200);
+      assertStrictEquals(headerValue(head.headers, "content-length"), "12345");
+      for (const status of [204, 304]) {
+        await conn.send(`GET /?status=${status} HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+        const response = await conn.readResponse();
+        assertStrictEquals(response.status, status);
+        assertStrictEquals(response.body.length, 0);
+      }
+      // The connection is still in sync after the bodiless answers.
+      await conn.send(`GET /last HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+      assertStrictEquals(echoJson(await conn.readResponse()).target, "/last");
+    } finally {
+      conn.close();
+    }
+  });
+});
+
+Deno.test("proxy skips 1xx responses and relays close-delimited and HTTP/1.0 bodies", async () => {
+  await withEchoProxy(async ({ proxy }) => {
+    const early = await sendRaw(proxy, `GET /1xx HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+    assertEquals([early.status, latin1(early.body)], [200, "after 1xx\n"]);
+    const closeDelimited = await sendRaw(
+      proxy,
+      `GET /close HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`,
+    );
+    assertStrictEquals(latin1(closeDelimited.body), "close-delimited body\n");
+    const old = await sendRaw(proxy, `GET /http10 HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+    assertStrictEquals(latin1(old.body), "http/1.0 body\n");
+  });
+});
+
+Deno.test("proxy answers 502 for malformed backend responses", async () => {
+  const kinds = [
+    "status",
+    "cl-te",
+    "cl-dup",
+    "cl-bad",
+    "fold",
+    "space-colon",
+    "te-gzip",
+    "eof-head",
+    "nul",
+    "huge-head",
+  ];
+  await withEchoProxy(async ({ proxy }) => {
+    for (const kind of kinds) {
+      const response = await sendRaw(
+        proxy,
+        `GET /malformed?kind=${kind} HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`,
+      );
+      assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"], kind);
+    }
+    const dropped = await sendRaw(proxy, `GET /drop HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+    assertStrictEquals(dropped.status, 502);
+  });
+});
+
+Deno.test("proxy ends the client body when the backend's chunking breaks mid-stream", async () => {
+  await withEchoProxy(async ({ proxy }) => {
+    const response = await fetch(`${proxy.url}/malformed?kind=chunk-bad`);
+    assertStrictEquals(response.status, 200);
+    // A broken chunked body must not look complete.
+    await assertRejects(() => response.arrayBuffer());
+  });
+});
+
+Deno.test("proxy answers 502 when a small Content-Length body is cut short", async () => {
+  await withEchoProxy(async ({ proxy }) => {
+    const response = await sendRaw(
+      proxy,
+      `GET /malformed?kind=eof-body HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`,
+    );
+    assertEquals([response.status, latin1(response.body)], [502, "Bad Gateway\n"]);
   });
 });

@@ -1,18 +1,19 @@
 /**
- * Hostile tests of the deferred client watch (commit 785ca7e): an HTTP/1.x
- * exchange on a pooled backend connection reads its client's signal only
- * once it has waited 50 to 100 ms (`UpstreamPool.watchClient`). These attack
- * it over the real listeners (plain HTTP/1.x, HTTP/1.1 over TLS, h2c and h2
- * over TLS) with a scripted backend that answers, holds, or half-answers:
- * a client leaving must close the backend connection, log 499 and leave no
- * active connection; a watch must never outlive its exchange. Owns only
- * these tests; knows the proxy through its handler and pool only.
+ * A client that leaves: the backend exchange is aborted (before a connect, during
+ * a slow connect, while waiting for the answer, mid-download), its connection
+ * closed and never pooled, the request logged 499, and nothing marked down. An
+ * HTTP/1.x exchange on a pooled connection reads its client's signal only once
+ * it has waited 50 to 100 ms (`UpstreamPool.watchClient`); the `watch:` tests
+ * attack that over the real listeners (plain HTTP/1.x, HTTP/1.1 over TLS, h2c
+ * and h2 over TLS) with a scripted backend that answers, holds or half-answers:
+ * a watch must never outlive its exchange. Also `sendUpstream()`'s
+ * `clientSignal` on its own, and a client that half-closes.
+ *
  * @module
  */
-
-import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { PLAIN_INFO, startProxy } from "../../tests/support/proxy_harness.ts";
-import { latin1, RawConnection } from "../../tests/support/raw_http.ts";
+import { latin1, RawConnection, type RawResponse } from "../../tests/support/raw_http.ts";
 import {
   type ScriptedBackend,
   type ScriptedConn,
@@ -25,6 +26,18 @@ import { createProxyHandler } from "./proxy_handler.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
+import { bothListeners, HTTP1_HOST } from "../../tests/support/http1_world.ts";
+import { ECHO_HOST, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
+import { startEchoBackend } from "../../tests/support/echo_backend.ts";
+import {
+  backendGet,
+  blackholedPort,
+  bodyText,
+  scriptedServer,
+  startBackend as startUpstreamBackend,
+  UPSTREAM_HOST,
+  withProxyTo,
+} from "../../tests/support/upstream_backends.ts";
 
 const HOST = "watch.example";
 const OK = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
@@ -479,4 +492,311 @@ Deno.test("watch: a half-closed client is treated alike whether its signal is re
     assertEquals(outcomes[0], outcomes[1], outcomes.join(" | "));
     assert(outcomes[0]?.startsWith("499 aborted"), outcomes[0]);
   });
+});
+
+async function open(port: number): Promise<{ raw: Deno.TcpConn; conn: RawConnection }> {
+  const raw = await Deno.connect({ hostname: "127.0.0.1", port });
+  return { raw, conn: RawConnection.wrap(raw) };
+}
+
+function h1Get(target: string, extra = "", version = "1.1"): string {
+  return `GET ${target} HTTP/${version}\r\nHost: ${HTTP1_HOST}\r\n${extra}\r\n`;
+}
+
+function h1Text(response: RawResponse): string {
+  return latin1(response.body);
+}
+
+Deno.test("a client that half-closes while its answer is pending is treated as gone, as nginx does: 499 logged, the backend connection closed", async () => {
+  // Deno.serve (hyper without half-close support) drops the connection on the client's FIN
+  // unless the response is already there; nginx likewise ends such a request with 499. What
+  // must hold: nothing hangs, the access log says so, and the backend connection is not
+  // parked with an answer still to come.
+  const gates: PromiseWithResolvers<void>[] = [];
+  await bothListeners({
+    "/slow": async (conn) => {
+      await gates.at(-1)!.promise;
+      await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow").catch(() => {});
+    },
+  }, async (world, mode) => {
+    const gate = Promise.withResolvers<void>();
+    gates.push(gate);
+    const { raw, conn } = await open(world.port);
+    try {
+      await conn.send(h1Get("/slow", "Connection: close\r\n"));
+      await waitFor("the request to reach the backend", () => world.received.length === 1);
+      await raw.closeWrite();
+      const entry = await waitFor("the access entry", () => world.access[0]);
+      assertEquals([entry.status, entry.error], [499, "aborted"], mode);
+      assert(await conn.closedByPeer(5_000), mode);
+    } finally {
+      gate.resolve();
+      conn.close();
+    }
+    // The late answer on that backend connection is never taken for another request's.
+    using next = await RawConnection.open(world.port);
+    await next.send(h1Get("/next"));
+    assertEquals(h1Text(await next.readResponse()), "/next", mode);
+    assertEquals(world.received.map((r) => r.conn), [0, 1], mode);
+  });
+});
+
+Deno.test("proxy aborts the upstream request when the client leaves while waiting", async () => {
+  await withEchoProxy(async ({ proxy, backend }) => {
+    const conn = await RawConnection.open(proxy.port);
+    await conn.send(`GET /?delay=60000 HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+    await backend.waitFor(() => backend.requests.length === 1 && backend.connectionsOpen === 1);
+    conn.close();
+    await backend.waitFor(() => backend.connectionsOpen === 0);
+    await waitUntil(() => proxy.accessLog.length === 1);
+    assertStrictEquals(proxy.accessLog[0]?.error, "aborted");
+  });
+});
+
+Deno.test("proxy aborts the upstream request when the client leaves while a pooled connection waits", async () => {
+  await withEchoProxy(async ({ proxy, backend }) => {
+    // A first request leaves a pooled connection: the second takes it without connecting, so
+    // its client is watched only once the backend is slow to answer.
+    assertStrictEquals(
+      (await sendRaw(proxy, `GET / HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`)).status,
+      200,
+    );
+    await backend.waitFor(() => backend.connectionsOpen === 1);
+    const conn = await RawConnection.open(proxy.port);
+    await conn.send(`GET /?delay=60000 HTTP/1.1\r\nHost: ${ECHO_HOST}\r\n\r\n`);
+    await backend.waitFor(() => backend.requests.length === 2);
+    assertStrictEquals(backend.connectionsOpen, 1, "the slow request took the pooled connection");
+    conn.close();
+    await backend.waitFor(() => backend.connectionsOpen === 0);
+    await waitUntil(() => proxy.accessLog.length === 2);
+    assertStrictEquals(proxy.accessLog[1]?.error, "aborted");
+  });
+});
+
+async function waitUntil(
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (performance.now() > deadline) throw new Error("Condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+Deno.test("proxy reads the client's signal at once only where a fast exchange needs it: HTTP/2 (or a lowercase host field) and streamed uploads", async () => {
+  /** Counts reads of `signal` (Deno.serve starts a cancellation watch, an async op, on the first). */
+  class CountingRequest extends Request {
+    signalReads = 0;
+    override get signal(): AbortSignal {
+      this.signalReads++;
+      return super.signal;
+    }
+  }
+  const backend = await startEchoBackend();
+  const endpoints = [{ address: "127.0.0.1", port: backend.port }];
+  // A check interval no exchange on loopback comes near: "fast" is certain.
+  const pool = new UpstreamPool({ clientCheckMs: 60_000 });
+  const handler = createProxyHandler({
+    snapshot: () => staticSnapshot([{ host: ECHO_HOST, endpoints }]),
+    pool,
+  });
+  const info = PLAIN_INFO;
+  const url = `http://${ECHO_HOST}/`;
+  const host = { Host: ECHO_HOST };
+  const upload = () =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode("hello"));
+        controller.close();
+      },
+    });
+  const cases: [string, () => CountingRequest, boolean][] = [
+    ["HTTP/1.x GET", () => new CountingRequest(url, { headers: host }), false],
+    ["HTTP/1.x HEAD", () => new CountingRequest(url, { method: "HEAD", headers: host }), false],
+    [
+      "HTTP/1.x POST with a buffered body",
+      () =>
+        new CountingRequest(url, {
+          method: "POST",
+          headers: { ...host, "Content-Length": "5" },
+          body: "hello",
+        }),
+      false,
+    ],
+    ["HTTP/2 GET (no Host field)", () => new CountingRequest(url), true],
+    [
+      // HTTP/2 names are lowercase on the wire; an HTTP/1.x one spelt so cannot be told apart.
+      "GET with a lowercase host field (HTTP/2, or HTTP/1.x)",
+      () => new CountingRequest(url, { headers: { host: ECHO_HOST } }),
+      true,
+    ],
+    [
+      "HTTP/1.x POST streaming a body",
+      () => new CountingRequest(url, { method: "POST", headers: host, body: upload() }),
+      true,
+    ],
+  ];
+  try {
+    // The first exchange connects, and reads the signal to watch the connect.
+    const first = new CountingRequest(url, { headers: host });
+    await (await handler(first, info)).arrayBuffer();
+    assertStrictEquals(first.signalReads, 1, "a request that opens a connection");
+    for (const [name, request, readsAtOnce] of cases) {
+      const req = request();
+      const response = await handler(req, info);
+      await response.arrayBuffer();
+      assertStrictEquals(response.status, 200, name);
+      assertStrictEquals(req.signalReads > 0, readsAtOnce, name);
+    }
+    assertStrictEquals(pool.stats().connectsTotal, 1);
+  } finally {
+    handler.close();
+    await backend.close();
+  }
+});
+
+Deno.test("clientSignal: asked for before a new connection, never by a fast exchange on a pooled one", async () => {
+  const server = scriptedServer(async (io) => {
+    while ((await io.nextHead()) !== null) {
+      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  });
+  // A check interval no exchange on loopback comes near: "fast" is certain.
+  const pool = new UpstreamPool({ clientCheckMs: 60_000 });
+  const endpoint = { address: "127.0.0.1", port: server.port };
+  let asked = 0;
+  const request = {
+    ...backendGet("/"),
+    clientSignal: () => {
+      asked++;
+      return new AbortController().signal;
+    },
+  };
+  try {
+    assertStrictEquals(await bodyText((await sendUpstream(pool, endpoint, request)).body), "ok");
+    assertStrictEquals(asked, 1, "a new connection asks for the signal before connecting");
+    for (let i = 0; i < 3; i++) {
+      assertStrictEquals(await bodyText((await sendUpstream(pool, endpoint, request)).body), "ok");
+    }
+    assertStrictEquals(asked, 1, "a fast exchange on a pooled connection asked for the signal");
+    assertStrictEquals(server.accepted, 1);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("clientSignal: an exchange still waiting watches the client, and its leaving closes the backend connection", async () => {
+  const cases: { name: string; signal: (controller: AbortController) => AbortSignal }[] = [
+    { name: "aborted once watched", signal: (controller) => controller.signal },
+    {
+      name: "already aborted when asked for",
+      signal: (controller) => {
+        controller.abort();
+        return controller.signal;
+      },
+    },
+    {
+      name: "request closed when asked for (the getter throws)",
+      signal: () => {
+        throw new TypeError("Request closed");
+      },
+    },
+  ];
+  for (const { name, signal } of cases) {
+    let backendSawClose = false;
+    const server = scriptedServer(async (io) => {
+      await io.nextHead();
+      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      await io.nextHead();
+      // Never answers the second request: waits for the proxy to hang up.
+      backendSawClose = (await io.nextHead()) === null;
+    });
+    const pool = new UpstreamPool({ clientCheckMs: 20 });
+    const endpoint = { address: "127.0.0.1", port: server.port };
+    const controller = new AbortController();
+    let asked = 0;
+    try {
+      // The first request leaves a pooled connection behind.
+      assertStrictEquals(
+        await bodyText((await sendUpstream(pool, endpoint, backendGet("/"))).body),
+        "ok",
+      );
+      const failure = sendUpstream(pool, endpoint, {
+        ...backendGet("/slow"),
+        clientSignal: () => {
+          asked++;
+          return signal(controller);
+        },
+      }).then(() => undefined, (error: unknown) => error);
+      await waitUntil(() => asked === 1);
+      controller.abort();
+      const error = await failure;
+      assert(error instanceof UpstreamError && error.kind === "aborted", `${name}: ${error}`);
+      await waitUntil(() => backendSawClose);
+      assertStrictEquals(asked, 1, name);
+      assertStrictEquals(pool.stats().active, 0, name);
+    } finally {
+      pool.close();
+      await server.close();
+    }
+  }
+});
+
+Deno.test("a client leaving mid-download closes the backend connection and pools nothing", async () => {
+  const size = 8 * 1024 * 1024;
+  const block = new Uint8Array(64 * 1024).fill(100);
+  await using big = startUpstreamBackend(async (conn) => {
+    for (;;) {
+      if ((await conn.readHead()) === null) return;
+      await conn.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`);
+      for (let sent = 0; sent < size; sent += block.length) await conn.write(block);
+    }
+  });
+  await withProxyTo([big.endpoint], async (proxy) => {
+    const conn = await RawConnection.open(proxy.port);
+    await conn.send(`GET /big HTTP/1.1\r\nHost: ${UPSTREAM_HOST}\r\n\r\n`);
+    await waitFor("the backend to start sending", () => (big.connections[0]?.written ?? 0) > 0);
+    conn.close();
+    await waitFor("the backend connection to close", () => big.open === 0);
+    await waitFor("the access entry", () => proxy.accessLog.length === 1);
+    assertEquals(proxy.accessLog[0]?.error, "aborted");
+    assertEquals(proxy.handler.pool.stats(), { active: 0, idle: 0, connectsTotal: 1 });
+  });
+});
+
+// Was a bug: the connect went on for the whole connect timeout after the client had left, then
+// counted as the endpoint's failure.
+Deno.test("a client leaving during a slow connect stops the connect at once and marks nothing down", async () => {
+  const hole = await blackholedPort();
+  const dialled: number[] = [];
+  const pool = new UpstreamPool({
+    connectTimeoutMs: 10_000,
+    connect: (options) => {
+      dialled.push(options.port);
+      return Deno.connect({
+        hostname: options.hostname,
+        port: options.port,
+        signal: options.signal,
+      });
+    },
+  });
+  const endpoint = { address: "127.0.0.1", port: hole.port };
+  try {
+    await withProxyTo([endpoint], async (proxy) => {
+      const conn = await RawConnection.open(proxy.port);
+      await conn.send(`GET / HTTP/1.1\r\nHost: ${UPSTREAM_HOST}\r\n\r\n`);
+      await waitFor("the connect to start", () => dialled.length === 1);
+      conn.close();
+      const entry = await waitFor("the access entry", () => proxy.accessLog[0], {
+        timeoutMs: 3_000,
+      });
+      assertEquals([entry.status, entry.error, entry.attempts], [499, "aborted", 1]);
+      assert(!proxy.handler.balancer.isDown(endpoint), "the endpoint was marked down");
+    }, { pool });
+  } finally {
+    pool.close();
+    hole.close();
+  }
 });

@@ -1,11 +1,17 @@
-// Hostile tests of the release of streamed response chunks (`releaseTakenChunk` in
-// `_deno_internal.ts`, used by `upstream_client.ts` with the handler's default
-// `releaseBodyChunks: true`): every path by which a proxied body reaches a client, with
-// clients that stall, trickle, reset and abort, and backends that frame and write bodies
-// every way they can. Every body is checked byte for byte (SHA-256 of the pattern).
+/**
+ * The release of streamed chunks (`releaseTakenChunk` and `releaseWrittenChunk`
+ * in `_deno_internal.ts`, used by `upstream_client.ts` with the handler's
+ * default `releaseBodyChunks: true`): `sendUpstream()` releases a response chunk
+ * once the next is asked for and a request body's chunks once written, only
+ * with the option; and every path by which a proxied body reaches a client,
+ * with clients that stall, trickle, reset and abort and backends that frame and
+ * write bodies every way they can, delivers every byte (SHA-256 of the pattern).
+ *
+ * @module
+ */
 import { createHash } from "node:crypto";
-import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { patternSha256 } from "../../tests/support/echo_backend.ts";
+import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
+import { patternBytes, patternSha256, startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
   H1Reader,
@@ -18,7 +24,12 @@ import {
   untilStalled,
 } from "../../tests/support/release_world.ts";
 import { connectTo } from "../../tests/support/raw_h2.ts";
-import type { ProxyHandlerOptions } from "./proxy_handler.ts";
+import { createProxyHandler, type ProxyHandlerOptions } from "./proxy_handler.ts";
+import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
+import { ECHO_HOST } from "../../tests/support/echo_proxy.ts";
+import { UpstreamPool } from "./upstream_pool.ts";
+import { sendUpstream } from "./upstream_client.ts";
+import { backendGet, bodyText } from "../../tests/support/upstream_backends.ts";
 
 const KIB = 1024;
 const MIB = 1024 * 1024;
@@ -607,4 +618,116 @@ Deno.test("a client that stops reading past the I/O timeout is cut without an un
       reader.close();
     }
   }, { proxy: { readTimeoutMs: 400 } });
+});
+
+Deno.test("proxy releases streamed response chunks by default (its responses are for Deno.serve), not when told otherwise", async () => {
+  const backend = await startEchoBackend();
+  const endpoints = [{ address: "127.0.0.1", port: backend.port }];
+  try {
+    for (const releaseBodyChunks of [undefined, false]) {
+      const handler = createProxyHandler({
+        snapshot: () => staticSnapshot([{ host: ECHO_HOST, endpoints }]),
+        ...(releaseBodyChunks === undefined ? {} : { releaseBodyChunks }),
+      });
+      try {
+        const response = await handler(
+          new Request(`http://${ECHO_HOST}/bytes?n=${4 * 1024 * 1024}`),
+          {
+            remoteAddr: { hostname: "127.0.0.1", port: 40000 },
+            secure: false,
+            localPort: 8080,
+          },
+        );
+        const reader = response.body!.getReader();
+        const first = await reader.read();
+        assert(!first.done && first.value.length > 0);
+        const length = first.value.length;
+        await reader.read();
+        await reader.read();
+        assertStrictEquals(first.value.length, releaseBodyChunks === undefined ? 0 : length);
+        await reader.cancel();
+      } finally {
+        handler.close();
+      }
+    }
+  } finally {
+    await backend.close();
+  }
+});
+
+Deno.test("releaseBodyChunks: a streamed response chunk is released once the next is asked for, and only with the option", async () => {
+  const backend = await startEchoBackend();
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  const size = 4 * 1024 * 1024;
+  try {
+    for (const releaseBodyChunks of [true, false]) {
+      const response = await sendUpstream(pool, endpoint, {
+        ...backendGet(`/bytes?n=${size}`),
+        releaseBodyChunks,
+      });
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      const first = await reader.read();
+      assert(!first.done && first.value.length > 0);
+      const firstLength = first.value.length;
+      // Reading until two more chunks arrived means the stream was pulled again after
+      // handing out the first (with a high-water mark of 1, a pull follows each read).
+      let total = firstLength;
+      for (let i = 0; i < 2; i++) {
+        const next = await reader.read();
+        assert(!next.done);
+        total += next.value.length;
+      }
+      assertStrictEquals(
+        first.value.length,
+        releaseBodyChunks ? 0 : firstLength,
+        releaseBodyChunks ? "the first chunk was not released" : "a chunk was released unasked",
+      );
+      for (let next = await reader.read(); !next.done; next = await reader.read()) {
+        total += next.value.length;
+      }
+      assertStrictEquals(total, size);
+      assertStrictEquals((await response.done).complete, true);
+    }
+  } finally {
+    pool.close();
+    await backend.close();
+  }
+});
+
+Deno.test("releaseBodyChunks: a streamed request body's chunks are released once written, and only with the option", async () => {
+  const backend = await startEchoBackend();
+  const pool = new UpstreamPool();
+  const endpoint = { address: "127.0.0.1", port: backend.port };
+  try {
+    for (const releaseBodyChunks of [true, false]) {
+      for (const contentLength of [3 * 100_000, undefined]) {
+        const chunks = [0, 1, 2].map((i) => patternBytes(i * 100_000, 100_000));
+        const response = await sendUpstream(pool, endpoint, {
+          method: "PUT",
+          target: "/upload",
+          headers: [["Host", "backend.test"]],
+          body: new ReadableStream<Uint8Array>({
+            start(controller) {
+              for (const chunk of chunks) controller.enqueue(chunk);
+              controller.close();
+            },
+          }),
+          contentLength,
+          releaseBodyChunks,
+        });
+        const echoed = JSON.parse(await bodyText(response.body));
+        const what = `release ${releaseBodyChunks}, length ${contentLength}`;
+        assertEquals(echoed.body, { length: 300_000, sha256: patternSha256(300_000) }, what);
+        assertEquals(
+          chunks.map((chunk) => chunk.length),
+          releaseBodyChunks ? [0, 0, 0] : [100_000, 100_000, 100_000],
+          what,
+        );
+      }
+    }
+  } finally {
+    pool.close();
+    await backend.close();
+  }
 });

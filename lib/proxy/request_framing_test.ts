@@ -1,17 +1,28 @@
 /**
- * Header injection and framing at the last step before the backend's byte
- * stream: `encodeRequestHead` and `sendUpstream` given what Deno's parsers
- * refuse today (CR, LF, NUL, chars over U+00FF, non-token names and methods,
- * a target with a space) and framing fields that disagree with the body, as
- * a future Deno, an HTTP/2 client (see lib/server/hostile_downgrade_h2_test.ts)
- * or Sluice's own fields could hand them over. Nothing of it may reach the
- * backend; a raw backend records every byte it got.
+ * Request framing and header injection at the last step before the backend's
+ * byte stream: `encodeRequestHead` and `sendUpstream` given what Deno's parsers
+ * refuse today (CR, LF, NUL, chars over U+00FF, non-token names and methods, a
+ * target with a space) and framing fields that disagree with the body, as a
+ * future Deno, an HTTP/2 client (see `lib/server/h2_downgrade_test.ts`) or
+ * Sluice's own fields could hand them over; streamed bodies of unknown length
+ * sent chunked; Content-Length fields that agree sent as one; a request without
+ * a body sent without body framing; and Connection or Trailer fields that cannot
+ * make Sluice drop Host or a body's framing. Nothing malformed may reach the
+ * backend; a raw backend records every byte it got. A comment starting "Was a
+ * bug" marks a test pinning a fix.
  *
- * A comment starting "Was a bug" marks a test pinning a fix.
+ * @module
  */
 import { assert, assertEquals, assertRejects, assertThrows } from "../../tests/support/assert.ts";
-import { startProxy } from "../../tests/support/proxy_harness.ts";
-import { latin1, rawRequest } from "../../tests/support/raw_http.ts";
+import { type HarnessOptions, startProxy } from "../../tests/support/proxy_harness.ts";
+import {
+  concatBytes,
+  headerValues,
+  latin1,
+  RawConnection,
+  rawRequest,
+  type RawResponse,
+} from "../../tests/support/raw_http.ts";
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import { encodeRequestHead, RequestHeadError } from "./_http1.ts";
 import { createCidrMatcher } from "./cidr.ts";
@@ -19,6 +30,21 @@ import { forwardRequestHeaders } from "./forwarded_headers.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
+import { waitFor } from "../../tests/support/wait.ts";
+import {
+  type EchoBackend,
+  patternBytes,
+  startEchoBackend,
+} from "../../tests/support/echo_backend.ts";
+import {
+  askEcho,
+  type Echo,
+  echoOf,
+  type HostileWorld,
+  probe,
+  type RuleSketch,
+  worldRunner,
+} from "../../tests/support/echo_world.ts";
 
 const HOST: [string, string] = ["Host", "a.test"];
 
@@ -346,5 +372,241 @@ Deno.test("http/1.1: control characters, obs-text and odd bytes in the request l
     }
     // obs-text is passed byte for byte.
     assert(heads.some((h) => h.includes("\r\nX-A: caf\xe9 \xff\x80\r\n")), JSON.stringify(heads));
+  });
+});
+
+/** Short enough that a framing bug that waits for bytes never sent fails fast instead of hanging. */
+const FRAMING_IO_TIMEOUT_MS = 2_000;
+
+/** A response body read to its end: the bytes that arrived (latin1), and whether it failed. */
+async function readBody(
+  body: Uint8Array | ReadableStream<Uint8Array> | null,
+): Promise<{ text: string; failed: boolean }> {
+  if (body === null) return { text: "", failed: false };
+  if (body instanceof Uint8Array) return { text: latin1(body), failed: false };
+  const parts: Uint8Array[] = [];
+  const reader = body.getReader();
+  try {
+    for (let next = await reader.read(); !next.done; next = await reader.read()) {
+      parts.push(next.value);
+    }
+    return { text: latin1(concatBytes(parts)), failed: false };
+  } catch {
+    return { text: latin1(concatBytes(parts)), failed: true };
+  }
+}
+
+Deno.test("sendUpstream() refuses a request whose framing fields disagree with its body, and the backend never gets it whole", async () => {
+  const bytes = (text: string) => new TextEncoder().encode(text);
+  const stream = (...chunks: string[]) =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(bytes(chunk));
+        controller.close();
+      },
+    });
+  const post = (headers: [string, string][], body: UpstreamRequest["body"], length?: number) => ({
+    method: "POST",
+    target: "/upload",
+    headers: [["Host", "backend.test"], ...headers] as [string, string][],
+    body,
+    contentLength: length,
+  });
+  // [name, request, what reaches the backend: nothing at all, or a head and part of its body]
+  const cases: [string, UpstreamRequest, "nothing" | "partial"][] = [
+    ["3 bytes, Content-Length 5", post([["Content-Length", "5"]], bytes("abc")), "nothing"],
+    ["5 bytes, Content-Length 3", post([["Content-Length", "3"]], bytes("abcde")), "nothing"],
+    ["no body, Content-Length 5", post([["Content-Length", "5"]], null), "nothing"],
+    ["a listed Content-Length", post([["Content-Length", "3, 5"]], bytes("abc")), "nothing"],
+    [
+      "two Content-Lengths that disagree",
+      post([["Content-Length", "3"], ["Content-Length", "5"]], bytes("abc")),
+      "nothing",
+    ],
+    [
+      "a stream declared 5, Content-Length 6",
+      post([["Content-Length", "6"]], stream("abcde"), 5),
+      "nothing",
+    ],
+    [
+      "a stream of unknown length, Content-Length 5",
+      post([["Content-Length", "5"]], stream("abcde")),
+      "nothing",
+    ],
+    [
+      "Transfer-Encoding from the caller",
+      post([["Transfer-Encoding", "chunked"]], stream("abcde")),
+      "nothing",
+    ],
+    ["a stream declared 5 that ends after 3", post([], stream("abc"), 5), "partial"],
+    ["a stream declared 5 that goes on to 7", post([], stream("abc", "defg"), 5), "partial"],
+  ];
+  for (const [name, request, reached] of cases) {
+    const bodies: { declared: number; got: number }[] = [];
+    const backend = startScriptedBackend(async (conn) => {
+      for (let head = await conn.readHead(); head !== null; head = await conn.readHead()) {
+        const declared = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        const got = await conn.readLength(declared, () => {});
+        bodies.push({ declared, got });
+        if (got < declared) return;
+        await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      }
+    });
+    const pool = new UpstreamPool({ ioTimeoutMs: FRAMING_IO_TIMEOUT_MS });
+    try {
+      const error = await assertRejects(
+        () => sendUpstream(pool, { address: "127.0.0.1", port: backend.port }, request),
+        UpstreamError,
+        undefined,
+        name,
+      );
+      assertEquals(error.kind, "client-body", name);
+      if (reached === "nothing") {
+        assertEquals(backend.connections.length, 0, `${name}: a connection was opened`);
+      } else {
+        await waitFor(`${name}: the backend to see the cut`, () => bodies.length === 1);
+        assert(bodies[0]!.got < bodies[0]!.declared, `${name}: ${JSON.stringify(bodies)}`);
+      }
+    } finally {
+      pool.close();
+      await backend.close();
+    }
+  }
+});
+
+Deno.test("sendUpstream() sends a streamed body of unknown length as chunks a backend reads whole, on both sides of the 64 KiB coalescing size", async () => {
+  const sizes = [1, 5, 65_535, 65_536, 65_537, 100_000];
+  const chunks = sizes.map((size, i) => patternBytes(i * 100_000, size));
+  const sent = concatBytes(chunks);
+  const received: Uint8Array[] = [];
+  let whole: boolean | undefined;
+  const backend = startScriptedBackend(async (conn) => {
+    const head = await conn.readHead();
+    if (head === null || !/\r\ntransfer-encoding: chunked\r\n/i.test(head)) return;
+    whole = await conn.readChunked((data) => received.push(data.slice()));
+    await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  });
+  const pool = new UpstreamPool({ ioTimeoutMs: FRAMING_IO_TIMEOUT_MS });
+  try {
+    const response = await sendUpstream(pool, { address: "127.0.0.1", port: backend.port }, {
+      method: "PUT",
+      target: "/upload",
+      headers: [["Host", "backend.test"]],
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (const chunk of chunks) controller.enqueue(chunk.slice());
+          controller.close();
+        },
+      }),
+    });
+    assertEquals(await readBody(response.body), { text: "ok", failed: false });
+    assertEquals(whole, true, "the chunked framing ended cleanly");
+    assertEquals(concatBytes(received), sent);
+  } finally {
+    pool.close();
+    await backend.close();
+  }
+});
+
+const SHOP = "shop.example.com";
+
+async function raw(port: number, text: string): Promise<RawResponse> {
+  using conn = await RawConnection.open(port);
+  await conn.send(text);
+  return await conn.readResponse();
+}
+
+/** An echo backend behind the proxy for any host; `fn` gets the proxy's port and the backend. */
+async function withEcho(
+  fn: (port: number, backend: EchoBackend) => Promise<void>,
+  options: Partial<Omit<HarnessOptions, "routes">> = {},
+): Promise<void> {
+  const backend = await startEchoBackend({ name: "shop/web" });
+  const proxy = await startProxy({
+    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
+    ...options,
+  });
+  try {
+    await fn(proxy.port, backend);
+  } finally {
+    await proxy.close();
+    await backend.close();
+  }
+}
+
+Deno.test("a request's Trailer field is hop-by-hop: the backend never sees it, and the body arrives whole", async () => {
+  await withEcho(async (port) => {
+    const response = await raw(
+      port,
+      `POST /t HTTP/1.1\r\nHost: ${SHOP}\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n` +
+        "X-Kept: 1\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\n\r\n",
+    );
+    assertEquals(response.status, 200);
+    const echo = JSON.parse(latin1(response.body)) as {
+      headers: [string, string][];
+      body: { length: number };
+    };
+    assertEquals(headerValues(echo.headers, "trailer"), []);
+    assertEquals(headerValues(echo.headers, "x-sum"), []);
+    assertEquals(headerValues(echo.headers, "x-kept"), ["1"]);
+    assertEquals(echo.body.length, 5);
+  });
+});
+
+const HOST_RULES: RuleSketch[] = [
+  [SHOP, "/", "Prefix", "shop/public"],
+  [SHOP, "/admin", "Prefix", "shop/admin"],
+  [SHOP, "/über", "Exact", "shop/uber"],
+  ["*.example.com", "/", "Prefix", "wild/web"],
+  ["localhost", "/", "Prefix", "local/dev"],
+  ["", "/", "Prefix", "any/web"],
+];
+
+const withHostsWorld = worldRunner(HOST_RULES);
+
+function get(target: string, host = SHOP, extra = ""): string {
+  return `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
+}
+
+/** What the backend received for `GET /` to the shop carrying `fields` (lines ending in CRLF). */
+function echoWith(world: HostileWorld, fields: string): Promise<Echo> {
+  return askEcho(world.port, get("/", SHOP, fields));
+}
+
+Deno.test("Connection cannot make Sluice drop Host or a body's framing", async () => {
+  await withHostsWorld(async (world) => {
+    const host = await echoWith(world, "Connection: host, keep-alive\r\n");
+    assertEquals(headerValues(host.headers, "host"), [SHOP]);
+
+    // Content-Length named in Connection: the body must still be framed for the backend, and
+    // the request pipelined behind it must arrive as a request of its own.
+    const seen = world.mark();
+    const responses = await probe(
+      world.port,
+      `POST /form HTTP/1.1\r\nHost: ${SHOP}\r\nConnection: Content-Length, TE\r\nTE: trailers\r\n` +
+        `Content-Length: 5\r\n\r\nhello` + get("/after", SHOP),
+    );
+    assertEquals(responses.map((r) => [r.status, echoOf(r).target]), [[200, "/form"], [
+      200,
+      "/after",
+    ]]);
+    const got = seen().map(({ request }) => request);
+    assertEquals(got.map((r) => [r.method, r.target, r.bodyLength, r.error]), [
+      ["POST", "/form", 5, undefined],
+      ["GET", "/after", 0, undefined],
+    ]);
+    assertEquals(headerValues(got[0]?.headers ?? [], "te"), []);
+    assertEquals(headerValues(got[0]?.headers ?? [], "content-length"), ["5"]);
+  });
+});
+
+Deno.test("a request without a body reaches the backend without body framing", async () => {
+  // Was a bug: Deno's body stream yields one empty chunk for a request without framing, and the
+  // request went out chunked (and was no longer replayable on a stale pooled connection).
+  await withHostsWorld(async (world) => {
+    for (const method of ["OPTIONS", "DELETE", "POST"]) {
+      const echo = await askEcho(world.port, `${method} /x HTTP/1.1\r\nHost: ${SHOP}\r\n\r\n`);
+      assertEquals(headerValues(echo.headers, "transfer-encoding"), [], method);
+    }
   });
 });
