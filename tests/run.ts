@@ -32,6 +32,23 @@ if (Deno.env.get("SLUICE_TEST_SKIP_STATIC") !== "1") {
   await step("type check", ["task", "check"]);
 }
 
+// SLUICE_TEST_SKIP_GO=1 skips the test cluster's own Go tests, for quick local reruns.
+if (Deno.env.get("SLUICE_TEST_SKIP_GO") !== "1") {
+  console.log("\n== test cluster's own tests: go test ./... in tests/cluster");
+  const go = await new Deno.Command("go", {
+    args: ["test", "-trimpath", "-vet=off", "-count=1", "./..."],
+    cwd: new URL("./cluster/", import.meta.url).pathname,
+    env: { CGO_ENABLED: "0", GOFLAGS: "-mod=readonly", GOTOOLCHAIN: "local" },
+    stdout: "inherit",
+    stderr: "inherit",
+  }).spawn().status;
+  if (!go.success) {
+    console.log(`\ngo test failed (exit ${go.code}) after ${elapsed()}`);
+    console.log("0 passed, 1 failed");
+    Deno.exit(1);
+  }
+}
+
 console.log("\n== test cluster (etcd, kube-apiserver, kube-controller-manager, pod runner)");
 const bin = await buildCluster({ log: (line) => console.log(line) });
 const cluster = await startCluster(bin);

@@ -429,7 +429,7 @@ func (w *podWorker) preStop(pod *corev1.Pod, c *containerRun, deadline time.Time
 		case <-time.After(time.Duration(hook.Sleep.Seconds) * time.Second):
 		}
 	case hook.HTTPGet != nil:
-		probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: hook.HTTPGet}, TimeoutSeconds: int32(max(time.Until(deadline).Seconds(), 1))}
+		probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: hook.HTTPGet}}
 		if result := runProbe(ctx, probe, w.addr.address.String(), &c.spec); !result.ok {
 			w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %s", result.reason)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -13,10 +14,20 @@ import (
 // network (stopProcess needs none), and marks it stopped when it exits.
 func startShell(t *testing.T, w *podWorker, script string) *containerRun {
 	t.Helper()
+	// The script says "ready" once its trap is set: a signal before that
+	// would meet the shell's default disposition.
 	cmd := exec.Command("sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("script did not get ready: %q, %v", line, err)
 	}
 	c := &containerRun{spec: corev1.Container{Name: "c"}, cmd: cmd, running: true}
 	go func() {
@@ -33,7 +44,7 @@ func startShell(t *testing.T, w *podWorker, script string) *containerRun {
 func TestStopProcessKillsAProcessIgnoringSIGTERMAtTheDeadline(t *testing.T) {
 	w := &podWorker{wake: make(chan struct{}, 1)}
 	// Ignores SIGTERM; `exec sleep` would lose the trap, so the shell waits.
-	c := startShell(t, w, `trap "" TERM; while :; do sleep 0.05; done`)
+	c := startShell(t, w, `trap "" TERM; echo ready; while :; do sleep 0.05; done`)
 	started := time.Now()
 	w.stopProcess(c, started.Add(700*time.Millisecond))
 	waitStopped(t, w, c, 5*time.Second)
@@ -49,7 +60,7 @@ func TestStopProcessKillsAProcessIgnoringSIGTERMAtTheDeadline(t *testing.T) {
 
 func TestStopProcessEndsAProcessThatHonoursSIGTERMAtOnce(t *testing.T) {
 	w := &podWorker{wake: make(chan struct{}, 1)}
-	c := startShell(t, w, `trap "exit 0" TERM; while :; do sleep 0.05; done`)
+	c := startShell(t, w, `trap "exit 0" TERM; echo ready; while :; do sleep 0.05; done`)
 	started := time.Now()
 	w.stopProcess(c, started.Add(30*time.Second))
 	waitStopped(t, w, c, 5*time.Second)

@@ -37,8 +37,14 @@ var probeClient = &http.Client{
 // kubelet does: HTTP GET succeeds on a status from 200 to 399, TCP on an
 // accepted connection. Exec and gRPC probes cannot run here (the images are
 // single programs, not file systems with a shell): they fail, saying so.
+//
+// It is given up after the probe's timeoutSeconds, or at ctx's deadline
+// when that is later (a preStop hook may use the whole grace period).
 func runProbe(ctx context.Context, probe *corev1.Probe, podIP string, container *corev1.Container) probeResult {
 	timeout := time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) > timeout {
+		timeout = time.Until(deadline)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch {
