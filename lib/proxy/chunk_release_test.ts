@@ -620,6 +620,8 @@ Deno.test("a client that stops reading past the I/O timeout is cut without an un
   }, { proxy: { readTimeoutMs: 400 } });
 });
 
+// --- The option: the handler releases chunks by default; sendUpstream() only when told. ---
+
 Deno.test("proxy releases streamed response chunks by default (its responses are for Deno.serve), not when told otherwise", async () => {
   const backend = await startEchoBackend();
   const endpoints = [{ address: "127.0.0.1", port: backend.port }];

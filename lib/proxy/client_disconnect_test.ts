@@ -13,7 +13,12 @@
  */
 import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { PLAIN_INFO, startProxy } from "../../tests/support/proxy_harness.ts";
-import { latin1, RawConnection, type RawResponse } from "../../tests/support/raw_http.ts";
+import {
+  closeQuietly,
+  latin1,
+  RawConnection,
+  type RawResponse,
+} from "../../tests/support/raw_http.ts";
 import {
   type ScriptedBackend,
   type ScriptedConn,
@@ -30,14 +35,18 @@ import { bothListeners, HTTP1_HOST } from "../../tests/support/http1_world.ts";
 import { ECHO_HOST, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
 import {
-  backendGet,
   blackholedPort,
-  bodyText,
-  scriptedServer,
   startBackend as startUpstreamBackend,
   UPSTREAM_HOST,
   withProxyTo,
 } from "../../tests/support/upstream_backends.ts";
+import {
+  bigBackend,
+  connectHttp,
+  readUntil,
+  routeTo,
+  writeAll,
+} from "../../tests/support/stream_backends.ts";
 
 const HOST = "watch.example";
 const OK = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
@@ -494,6 +503,8 @@ Deno.test("watch: a half-closed client is treated alike whether its signal is re
   });
 });
 
+// --- A client leaving outside the watch: half-closed, waiting, mid-download, during a connect. ---
+
 async function open(port: number): Promise<{ raw: Deno.TcpConn; conn: RawConnection }> {
   const raw = await Deno.connect({ hostname: "127.0.0.1", port });
   return { raw, conn: RawConnection.wrap(raw) };
@@ -656,94 +667,6 @@ Deno.test("proxy reads the client's signal at once only where a fast exchange ne
   }
 });
 
-Deno.test("clientSignal: asked for before a new connection, never by a fast exchange on a pooled one", async () => {
-  const server = scriptedServer(async (io) => {
-    while ((await io.nextHead()) !== null) {
-      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-    }
-  });
-  // A check interval no exchange on loopback comes near: "fast" is certain.
-  const pool = new UpstreamPool({ clientCheckMs: 60_000 });
-  const endpoint = { address: "127.0.0.1", port: server.port };
-  let asked = 0;
-  const request = {
-    ...backendGet("/"),
-    clientSignal: () => {
-      asked++;
-      return new AbortController().signal;
-    },
-  };
-  try {
-    assertStrictEquals(await bodyText((await sendUpstream(pool, endpoint, request)).body), "ok");
-    assertStrictEquals(asked, 1, "a new connection asks for the signal before connecting");
-    for (let i = 0; i < 3; i++) {
-      assertStrictEquals(await bodyText((await sendUpstream(pool, endpoint, request)).body), "ok");
-    }
-    assertStrictEquals(asked, 1, "a fast exchange on a pooled connection asked for the signal");
-    assertStrictEquals(server.accepted, 1);
-  } finally {
-    pool.close();
-    await server.close();
-  }
-});
-
-Deno.test("clientSignal: an exchange still waiting watches the client, and its leaving closes the backend connection", async () => {
-  const cases: { name: string; signal: (controller: AbortController) => AbortSignal }[] = [
-    { name: "aborted once watched", signal: (controller) => controller.signal },
-    {
-      name: "already aborted when asked for",
-      signal: (controller) => {
-        controller.abort();
-        return controller.signal;
-      },
-    },
-    {
-      name: "request closed when asked for (the getter throws)",
-      signal: () => {
-        throw new TypeError("Request closed");
-      },
-    },
-  ];
-  for (const { name, signal } of cases) {
-    let backendSawClose = false;
-    const server = scriptedServer(async (io) => {
-      await io.nextHead();
-      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-      await io.nextHead();
-      // Never answers the second request: waits for the proxy to hang up.
-      backendSawClose = (await io.nextHead()) === null;
-    });
-    const pool = new UpstreamPool({ clientCheckMs: 20 });
-    const endpoint = { address: "127.0.0.1", port: server.port };
-    const controller = new AbortController();
-    let asked = 0;
-    try {
-      // The first request leaves a pooled connection behind.
-      assertStrictEquals(
-        await bodyText((await sendUpstream(pool, endpoint, backendGet("/"))).body),
-        "ok",
-      );
-      const failure = sendUpstream(pool, endpoint, {
-        ...backendGet("/slow"),
-        clientSignal: () => {
-          asked++;
-          return signal(controller);
-        },
-      }).then(() => undefined, (error: unknown) => error);
-      await waitUntil(() => asked === 1);
-      controller.abort();
-      const error = await failure;
-      assert(error instanceof UpstreamError && error.kind === "aborted", `${name}: ${error}`);
-      await waitUntil(() => backendSawClose);
-      assertStrictEquals(asked, 1, name);
-      assertStrictEquals(pool.stats().active, 0, name);
-    } finally {
-      pool.close();
-      await server.close();
-    }
-  }
-});
-
 Deno.test("a client leaving mid-download closes the backend connection and pools nothing", async () => {
   const size = 8 * 1024 * 1024;
   const block = new Uint8Array(64 * 1024).fill(100);
@@ -798,5 +721,35 @@ Deno.test("a client leaving during a slow connect stops the connect at once and 
   } finally {
     pool.close();
     hole.close();
+  }
+});
+
+const enc = new TextEncoder();
+
+Deno.test("http/1.1: a client leaving mid-download aborts the upstream exchange and its connection is not reused", async () => {
+  const backend = bigBackend();
+  try {
+    await withH2World([routeTo(undefined, backend.port, "t/big")], async (world) => {
+      const conn = await connectHttp(world);
+      await writeAll(conn, enc.encode("GET /big HTTP/1.1\r\nHost: a.test\r\n\r\n"));
+      let received = 0;
+      const buffer = new Uint8Array(64 * 1024);
+      while (received < 1 << 20) received += (await conn.read(buffer)) ?? Infinity;
+      conn.close();
+      await waitFor("the upstream connection to close", () => backend.open === 0);
+      const again = await connectHttp(world);
+      try {
+        await writeAll(again, enc.encode("GET /small HTTP/1.1\r\nHost: a.test\r\n\r\n"));
+        const answer = await readUntil(again, (t) => t.endsWith("\r\n\r\nok"));
+        assert(answer.startsWith("HTTP/1.1 200"), answer);
+      } finally {
+        closeQuietly(again);
+      }
+      assertEquals(backend.connections.length, 2, "a fresh connection for /small");
+      await waitFor("the access log", () => world.accessLog.length === 2);
+      assertEquals(world.accessLog[0]!.error, "aborted");
+    });
+  } finally {
+    await backend.close();
   }
 });

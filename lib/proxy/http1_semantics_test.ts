@@ -488,6 +488,8 @@ Deno.test({
   );
 });
 
+// --- Expect: 100-continue as Deno answers it. ---
+
 const SHOP = "shop.example.com";
 const HOST_RULES: RuleSketch[] = [
   [SHOP, "/", "Prefix", "shop/public"],

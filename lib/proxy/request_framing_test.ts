@@ -45,6 +45,8 @@ import {
   type RuleSketch,
   worldRunner,
 } from "../../tests/support/echo_world.ts";
+import { connectHttp, routeTo, uploadSink, writeAll } from "../../tests/support/stream_backends.ts";
+import { withH2World } from "../../tests/support/raw_h2.ts";
 
 const HOST: [string, string] = ["Host", "a.test"];
 
@@ -609,4 +611,43 @@ Deno.test("a request without a body reaches the backend without body framing", a
       assertEquals(headerValues(echo.headers, "transfer-encoding"), [], method);
     }
   });
+});
+
+const enc = new TextEncoder();
+
+Deno.test("http/1.1: an upload cut mid-body (Content-Length or chunked, small or streamed) never reaches the backend as a complete request", async () => {
+  const sink = uploadSink();
+  try {
+    await withH2World([routeTo(undefined, sink.port, "t/sink")], async (world) => {
+      // [framing field, body bytes sent, whether the proxy streams them before the cut]
+      const cases: [string, Uint8Array, boolean][] = [
+        ["Content-Length: 1000\r\n", new Uint8Array(500), false],
+        ["Content-Length: 1000000\r\n", new Uint8Array(300_000), true],
+        ["Transfer-Encoding: chunked\r\n", enc.encode("3e8\r\n" + "x".repeat(1000) + "\r\n"), true],
+        [
+          "Transfer-Encoding: chunked\r\n",
+          enc.encode("30000\r\n" + "x".repeat(0x30000) + "\r\n10000\r\n" + "y".repeat(100)),
+          true,
+        ],
+      ];
+      for (const [framing, body, streamed] of cases) {
+        const readBefore = sink.connections.reduce((n, c) => n + c.read, 0);
+        const conn = await connectHttp(world);
+        await writeAll(conn, enc.encode(`POST /cut HTTP/1.1\r\nHost: a.test\r\n${framing}\r\n`));
+        await writeAll(conn, body);
+        if (streamed) {
+          await waitFor(
+            "the body to reach the backend",
+            () => sink.connections.reduce((n, c) => n + c.read, 0) >= readBefore + 1_000,
+          );
+        }
+        conn.close();
+      }
+      await waitFor("the access log", () => world.accessLog.length === cases.length);
+      await waitFor("every upstream connection to close", () => sink.open === 0);
+      assertEquals(sink.log.filter((r) => r.complete), []);
+    });
+  } finally {
+    await sink.close();
+  }
 });

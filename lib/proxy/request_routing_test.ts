@@ -15,7 +15,7 @@
  */
 import http2 from "node:http2";
 import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
-import { headerValues, latin1 } from "../../tests/support/raw_http.ts";
+import { headerValues, latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import { within } from "../../tests/support/wait.ts";
 import {
   ask,
@@ -33,6 +33,7 @@ import {
   startProxyOn,
   withV6Backend,
 } from "../../tests/support/ipv6_proxy.ts";
+import { connectTo, withH2Echo } from "../../tests/support/raw_h2.ts";
 
 const SHOP = "shop.example.com";
 
@@ -244,6 +245,8 @@ Deno.test("over HTTP/2 the :authority routes and is the one Host the backend see
     }
   });
 });
+
+// --- Hosts and targets as clients send them, and what the backend then sees. ---
 
 function h2Get(
   client: http2.ClientHttp2Session,
@@ -573,5 +576,35 @@ Deno.test("an absolute-form target with an IPv6 authority routes on it and sends
     } finally {
       await proxy.close();
     }
+  });
+});
+
+Deno.test("http/1.1: two Host fields get 400 from the plain, relaying and HTTPS listeners and reach no backend", async () => {
+  await withH2Echo(async (world, backends) => {
+    const listeners: [string, () => Promise<Deno.Conn>][] = [
+      ["plain", () => Deno.connect({ hostname: "127.0.0.1", port: world.httpPort })],
+      ["relaying", () => Deno.connect({ hostname: "127.0.0.1", port: world.relayPort })],
+      [
+        "https",
+        () => connectTo(world.httpsPort, { caCerts: [world.caCert], alpn: "http/1.1" }),
+      ],
+    ];
+    const heads = [
+      "Host: a.test\r\nHost: b.test\r\n",
+      "Host: a.test\r\nHost: a.test\r\n",
+      "Host: a.test\r\nhost: a.test\r\n",
+    ];
+    for (const [listener, open] of listeners) {
+      for (const head of heads) {
+        const what = `${listener} ${JSON.stringify(head)}`;
+        using conn = RawConnection.wrap(await open());
+        await conn.send(`GET /x HTTP/1.1\r\n${head}\r\n`);
+        assertEquals((await conn.readResponse()).status, 400, what);
+        assert(await conn.closedByPeer(), `${what}: the connection stays open`);
+      }
+    }
+    // Deno.serve refuses them before the handler: nothing was logged, nothing forwarded.
+    assertEquals(world.accessLog, []);
+    assertEquals(backends.map((b) => b.requests.length), [0, 0]);
   });
 });

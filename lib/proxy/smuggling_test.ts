@@ -320,6 +320,8 @@ Deno.test("a body cut short by the limit leaves no partial request on a pooled c
   }
 });
 
+// --- Response desync: what a backend sends outside a well-framed answer. ---
+
 const HOST = "shop.example.com";
 
 type Script = (conn: ScriptedConn) => Promise<void>;
@@ -576,6 +578,8 @@ Deno.test("a backend that answers before reading the request body never gets ano
     await assertClosedUnused(closed, "/upload");
   });
 });
+
+// --- Requests hidden behind Sluice's own refusals, and the stricter table. ---
 
 function h1Get(target: string, extra = "", version = "1.1"): string {
   return `GET ${target} HTTP/${version}\r\nHost: ${HTTP1_HOST}\r\n${extra}\r\n`;

@@ -6,14 +6,19 @@
  *
  * @module
  */
-import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertRejects,
+  assertStrictEquals,
+} from "../../tests/support/assert.ts";
 import { patternBytes } from "../../tests/support/echo_backend.ts";
 import { concatBytes, latin1 } from "../../tests/support/raw_http.ts";
 import { startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import { sendUpstream } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
-import { backendGet } from "../../tests/support/upstream_backends.ts";
+import { backendGet, bodyText, scriptedServer } from "../../tests/support/upstream_backends.ts";
 
 Deno.test("sendUpstream() fails fast with connect-failed on a refused port and the pool closes cleanly", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -171,6 +176,105 @@ Deno.test("sendUpstream() reads a response exactly to its framing, and pools its
     } finally {
       pool.close();
       await backend.close();
+    }
+  }
+});
+
+async function waitUntil(
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (performance.now() > deadline) throw new Error("Condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+Deno.test("clientSignal: asked for before a new connection, never by a fast exchange on a pooled one", async () => {
+  const server = scriptedServer(async (io) => {
+    while ((await io.nextHead()) !== null) {
+      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  });
+  // A check interval no exchange on loopback comes near: "fast" is certain.
+  const pool = new UpstreamPool({ clientCheckMs: 60_000 });
+  const endpoint = { address: "127.0.0.1", port: server.port };
+  let asked = 0;
+  const request = {
+    ...backendGet("/"),
+    clientSignal: () => {
+      asked++;
+      return new AbortController().signal;
+    },
+  };
+  try {
+    assertStrictEquals(await bodyText((await sendUpstream(pool, endpoint, request)).body), "ok");
+    assertStrictEquals(asked, 1, "a new connection asks for the signal before connecting");
+    for (let i = 0; i < 3; i++) {
+      assertStrictEquals(await bodyText((await sendUpstream(pool, endpoint, request)).body), "ok");
+    }
+    assertStrictEquals(asked, 1, "a fast exchange on a pooled connection asked for the signal");
+    assertStrictEquals(server.accepted, 1);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("clientSignal: an exchange still waiting watches the client, and its leaving closes the backend connection", async () => {
+  const cases: { name: string; signal: (controller: AbortController) => AbortSignal }[] = [
+    { name: "aborted once watched", signal: (controller) => controller.signal },
+    {
+      name: "already aborted when asked for",
+      signal: (controller) => {
+        controller.abort();
+        return controller.signal;
+      },
+    },
+    {
+      name: "request closed when asked for (the getter throws)",
+      signal: () => {
+        throw new TypeError("Request closed");
+      },
+    },
+  ];
+  for (const { name, signal } of cases) {
+    let backendSawClose = false;
+    const server = scriptedServer(async (io) => {
+      await io.nextHead();
+      await io.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      await io.nextHead();
+      // Never answers the second request: waits for the proxy to hang up.
+      backendSawClose = (await io.nextHead()) === null;
+    });
+    const pool = new UpstreamPool({ clientCheckMs: 20 });
+    const endpoint = { address: "127.0.0.1", port: server.port };
+    const controller = new AbortController();
+    let asked = 0;
+    try {
+      // The first request leaves a pooled connection behind.
+      assertStrictEquals(
+        await bodyText((await sendUpstream(pool, endpoint, backendGet("/"))).body),
+        "ok",
+      );
+      const failure = sendUpstream(pool, endpoint, {
+        ...backendGet("/slow"),
+        clientSignal: () => {
+          asked++;
+          return signal(controller);
+        },
+      }).then(() => undefined, (error: unknown) => error);
+      await waitUntil(() => asked === 1);
+      controller.abort();
+      const error = await failure;
+      assert(error instanceof UpstreamError && error.kind === "aborted", `${name}: ${error}`);
+      await waitUntil(() => backendSawClose);
+      assertStrictEquals(asked, 1, name);
+      assertStrictEquals(pool.stats().active, 0, name);
+    } finally {
+      pool.close();
+      await server.close();
     }
   }
 });

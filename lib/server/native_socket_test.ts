@@ -9,7 +9,7 @@ import {
   type TcpConnection,
   tcpConnectionsOnPort,
 } from "./native_socket.ts";
-import { clientHello } from "../../tests/support/tls_secrets.ts";
+import { clientHello } from "../../tests/support/tls_material.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 
 /** Connects to `listener` and returns the server's side of the connection with the client's. */

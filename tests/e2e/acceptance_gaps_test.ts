@@ -17,7 +17,7 @@ import { headerValue, headerValues, RawConnection } from "../support/raw_http.ts
 import { startScriptedBackend } from "../support/scripted_backend.ts";
 import { spawnSluice } from "../support/sluice_process.ts";
 import { waitFor, within } from "../support/wait.ts";
-import { clientHello } from "../support/tls_secrets.ts";
+import { clientHello } from "../support/tls_material.ts";
 
 const GIB = 1024 * 1024 * 1024;
 const BLOCK = 1024 * 1024;

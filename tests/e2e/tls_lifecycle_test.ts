@@ -22,7 +22,7 @@ import type { KubeObject } from "../../lib/k8s/kube_client.ts";
 import { inspectCertificate } from "../../lib/tls/certificate_inspector.ts";
 import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import type { ServingCertificate } from "../../lib/routing/snapshot.ts";
-import { derOf, probeCertificate, sameBytes } from "../support/tls_secrets.ts";
+import { derOf, probeCertificate, sameBytes } from "../support/tls_material.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import {
   httpsFailures,

@@ -13,7 +13,7 @@
  * @module
  */
 import { RawH2, statusOf, textOf } from "./raw_h2.ts";
-import { derOf, probeCertificate, sameBytes } from "./tls_secrets.ts";
+import { derOf, probeCertificate, sameBytes } from "./tls_material.ts";
 import { closeQuietly, headerValue, RawConnection } from "./raw_http.ts";
 import { tally } from "./steady_traffic.ts";
 

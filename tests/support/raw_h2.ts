@@ -35,6 +35,8 @@ import type { ProxyHandlerOptions } from "../../lib/proxy/proxy_handler.ts";
 import { type HttpsListener, listenHttps } from "../../lib/server/https_listener.ts";
 import { listenHttp } from "../../lib/server/http_listener.ts";
 import type { Listener } from "../../lib/server/listener.ts";
+import { type EchoBackend, startEchoBackend } from "./echo_backend.ts";
+import { routeTo } from "./stream_backends.ts";
 
 // ---------------------------------------------------------------------------
 // Raw HTTP/2 client
@@ -720,4 +722,74 @@ export function openH2(world: H2World, transport: "tls" | "h2c" = "tls"): Promis
   return transport === "tls"
     ? RawH2.open({ port: world.httpsPort, tls: { serverName: "a.test", caCerts: [world.caCert] } })
     : RawH2.open({ port: world.httpPort });
+}
+
+export type H2Fields = [string, string][];
+
+export function h2Get(authority: string | undefined, path = "/x", extra: H2Fields = []): H2Fields {
+  return [
+    [":method", "GET"],
+    [":scheme", "https"],
+    ...(authority === undefined ? [] : [[":authority", authority] as [string, string]]),
+    [":path", path],
+    ...extra,
+  ];
+}
+
+export function h2Post(path: string, extra: H2Fields = []): H2Fields {
+  return [
+    [":method", "POST"],
+    [":scheme", "https"],
+    [":authority", "a.test"],
+    [":path", path],
+    ...extra,
+  ];
+}
+
+/** Sends one request on a fresh connection and waits for its end. */
+export async function h2Exchange(
+  world: H2World,
+  transport: "tls" | "h2c",
+  headers: H2Fields,
+  body?: Uint8Array,
+): Promise<H2Stream> {
+  const h2 = await openH2(world, transport);
+  try {
+    const id = await h2.request(headers, body === undefined);
+    if (body !== undefined) await h2.data(id, body, true);
+    return await h2.finished(id);
+  } finally {
+    await h2.close();
+  }
+}
+
+/** Each backend request since `mark`, as `[service, headers]` without Sluice's forwarding fields but X-Forwarded-Host. */
+export function backendRequestsSince(backends: readonly EchoBackend[], marks: readonly number[]) {
+  return backends.flatMap((b, i) =>
+    b.requests.slice(marks[i]).map((r) => ({
+      service: b.name,
+      method: r.method,
+      target: r.target,
+      headers: r.headers.filter(([name]) =>
+        !/^(x-forwarded-(for|port|proto)|x-real-ip|x-request-id)$/i.test(name)
+      ),
+      bodyLength: r.bodyLength,
+      error: r.error,
+    }))
+  );
+}
+
+export async function withH2Echo(
+  fn: (world: H2World, backends: [EchoBackend, EchoBackend]) => Promise<void>,
+): Promise<void> {
+  const a = await startEchoBackend({ name: "a" });
+  const b = await startEchoBackend({ name: "b" });
+  try {
+    await withH2World(
+      [routeTo("a.test", a.port, "t/a"), routeTo("b.test", b.port, "t/b")],
+      (world) => fn(world, [a, b]),
+    );
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+  }
 }

@@ -1,6 +1,7 @@
 /**
- * Hostile tests: a streamed backend response in flight when a listener shuts
- * down or rotates, and what becomes of the backend connection behind it.
+ * A streamed backend response in flight when a listener shuts down, and what
+ * becomes of the backend connection behind it (the same across an HTTPS
+ * rotation is in `tls_rotation_test.ts`).
  *
  * The worry checked here: `Deno.serve` (2.9.6, ext/http/00_serve.ts) answers
  * 503 and neither reads nor cancels the body a handler returns once its
@@ -25,7 +26,7 @@ import { createProxyHandler, type ProxyHandler } from "../proxy/proxy_handler.ts
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
 import { listenHttp } from "./http_listener.ts";
-import { type HttpsListener, listenHttps } from "./https_listener.ts";
+import { listenHttps } from "./https_listener.ts";
 import type { Listener } from "./listener.ts";
 
 const certificate = await generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" });
@@ -274,32 +275,6 @@ for (const kind of KINDS) {
     }
   });
 }
-
-Deno.test("a stalled body in flight across an HTTPS rotation: the client leaving closes the backend connection and ends the old generation's drain at once", async () => {
-  const world = stallingBackend();
-  world.answer();
-  const proxy = proxyTo(world.backend.port);
-  const listener = listen("https", proxy) as HttpsListener;
-  const client = await openClient("https", listener.addr.port);
-  try {
-    await send(client, GET);
-    await readUntil(client, "hello");
-    listener.rotate();
-    await within(PROMPT_MS, "the old socket to close", listener.settled());
-    assertEquals(listener.stats.draining, 1);
-    client.close();
-    await within(PROMPT_MS, "the backend connection to close", world.closed);
-    await waitFor("the old generation to drain", () => listener.stats.draining === 0, {
-      timeoutMs: PROMPT_MS,
-    });
-    await waitFor("the pool to give the connection back", () => proxy.pool.stats().active === 0, {
-      timeoutMs: PROMPT_MS,
-    });
-    assertEquals(listener.stats.requests, 0);
-  } finally {
-    await tearDown(client, listener, proxy, world);
-  }
-});
 
 Deno.test("a forced Deno.serve stop while the handler waits for the backend's head closes the backend connection at once (Deno drops the handler's answer unread)", async () => {
   const world = stallingBackend();

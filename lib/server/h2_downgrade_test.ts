@@ -1,16 +1,20 @@
 /**
- * HTTP/2 → HTTP/1.1 downgrade attacks (request smuggling and header
- * injection, after James Kettle's "HTTP/2: The Sequel is Always Worse")
- * against the real data plane: the proxy handler behind the real HTTPS
- * listener (ALPN h2) and the real HTTP listener (h2c prior knowledge), raw
- * HTTP/2 frames from `tests/support/raw_h2.ts`, and a backend that logs the raw
- * request heads it receives. Whatever Deno lets through, every head the
- * backend sees must be well framed (one request line of tokens, fields of
- * tokens and clean values, one Host, Content-Length fields that agree with
- * each other and with the body sent), and the backend must never see more
- * requests than the client was answered for.
+ * What an HTTP/2 request becomes on the backend's HTTP/1.1 connection: exactly
+ * the client's fields plus the forwarding fields, cookies split over several
+ * fields joined into one, connection-specific fields refused by a stream reset,
+ * request trailers dropped, Content-Length fields that agree sent as one and
+ * ones the DATA contradicts refused; and the downgrade attacks (request
+ * smuggling and header injection, after James Kettle's "HTTP/2: The Sequel is
+ * Always Worse"): whatever Deno lets through, every head the backend sees must
+ * be well framed (one request line of tokens, fields of tokens and clean values,
+ * one Host, Content-Length fields that agree with each other and with the body
+ * sent), and the backend must never see more requests than the client was
+ * answered for. The proxy handler behind the real HTTPS listener (ALPN h2) and
+ * the real HTTP listener (h2c prior knowledge), raw HTTP/2 frames
+ * (`tests/support/raw_h2.ts`), and backends that log the raw request heads they
+ * receive. A comment starting "Was a bug" marks a test pinning a fix.
  *
- * A comment starting "Was a bug" marks a test pinning a fix.
+ * @module
  */
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import {
@@ -20,14 +24,23 @@ import {
 } from "../../tests/support/scripted_backend.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import {
+  backendRequestsSince,
+  h2Exchange,
+  type H2Fields,
+  h2Get,
+  h2Post,
   type H2Stream,
   type H2World,
   openH2,
   RawH2,
   statusOf,
   textOf,
+  withH2Echo,
   withH2World,
 } from "../../tests/support/raw_h2.ts";
+import { routeTo, uploadSink } from "../../tests/support/stream_backends.ts";
+import type { StaticRoute } from "../../tests/support/static_snapshot.ts";
+import { startEchoBackend } from "../../tests/support/echo_backend.ts";
 
 type Fields = [string, string][];
 
@@ -435,104 +448,6 @@ Deno.test("h2: request trailers that name framing fields or carry a request neve
   });
 });
 
-// ---------------------------------------------------------------------------
-// Response side: what an HTTP/1.1 backend answers, as an HTTP/2 client gets it
-// ---------------------------------------------------------------------------
-
-/** A backend answering each target with the bytes given; 200 "ok" for any other. */
-function answeringBackend(answers: Record<string, string>): ScriptedBackend {
-  return startScriptedBackend(async (conn) => {
-    while (true) {
-      const head = await conn.readHead();
-      if (head === null) return;
-      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
-      if (length !== null) await conn.readLength(Number(length[1]), () => {});
-      const target = head.split(" ")[1]!;
-      await conn.write(answers[target] ?? "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-    }
-  });
-}
-
-async function withFetchH2(
-  answers: Record<string, string>,
-  fn: (get: (path: string) => Promise<Response>, backend: ScriptedBackend) => Promise<void>,
-): Promise<void> {
-  const backend = answeringBackend(answers);
-  try {
-    await withH2World([{
-      host: "localhost",
-      endpoints: [{ address: "127.0.0.1", port: backend.port }],
-      service: "t/a",
-    }], async (world) => {
-      using client = Deno.createHttpClient({ http1: false, http2: true, caCerts: [world.caCert] });
-      await fn((path) => fetch(`https://localhost:${world.httpsPort}${path}`, { client }), backend);
-    });
-  } finally {
-    await backend.close();
-  }
-}
-
-Deno.test("h2: a backend's hop-by-hop response fields never reach an HTTP/2 client, and obs-text arrives byte for byte", async () => {
-  await withFetchH2({
-    "/hop": "HTTP/1.1 200 OK\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\n" +
-      "Proxy-Connection: keep-alive\r\nUpgrade: h2c\r\nTE: trailers\r\nTrailer: x-t\r\n" +
-      "HTTP2-Settings: AAMAAABkAAQAAP__\r\nX-Obs: caf\xe9 \xff\r\nTransfer-Encoding: chunked\r\n\r\n" +
-      "2\r\nok\r\n0\r\nx-t: 1\r\n\r\n",
-  }, async (get) => {
-    const response = await get("/hop");
-    assertEquals([response.status, await response.text()], [200, "ok"]);
-    assertEquals(
-      [...response.headers].filter(([name]) => name !== "date"),
-      [["x-obs", "caf\xe9 \xff"]],
-    );
-  });
-});
-
-// Was a bug: the backend's Content-Length on a 204 reached HTTP/2 clients (Deno drops it only
-// towards HTTP/1.1 ones); RFC 9110 section 8.6 forbids it, and nginx removes it.
-Deno.test("h2: a 204 carries no content-length to an HTTP/2 client; a 304 keeps the backend's", async () => {
-  await withFetchH2({
-    "/204": "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
-    "/304": 'HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\nETag: "e"\r\n\r\n',
-  }, async (get) => {
-    const none = await get("/204");
-    assertEquals([none.status, none.headers.get("content-length"), await none.text()], [
-      204,
-      null,
-      "",
-    ]);
-    const notModified = await get("/304");
-    assertEquals(
-      [notModified.status, notModified.headers.get("content-length"), await notModified.text()],
-      [304, "5", ""],
-    );
-    // The pooled connection is in step afterwards.
-    const after = await get("/after");
-    assertEquals([after.status, await after.text()], [200, "ok"]);
-  });
-});
-
-Deno.test("h2: a backend response head with CR, LF, obs-fold or conflicting framing gets 502, and the next request is answered by its own response", async () => {
-  const broken: Record<string, string> = {
-    "/bare-cr": "HTTP/1.1 200 OK\r\nX-A: a\rSet-Cookie: evil=1\r\nContent-Length: 2\r\n\r\nok",
-    "/bare-lf": "HTTP/1.1 200 OK\r\nX-A: a\nSet-Cookie: evil=1\r\nContent-Length: 2\r\n\r\nok",
-    "/fold": "HTTP/1.1 200 OK\r\nX-A: a\r\n Set-Cookie: evil=1\r\nContent-Length: 2\r\n\r\nok",
-    "/cl-te": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n" +
-      "2\r\nok\r\n0\r\n\r\n",
-    "/cl-cl": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\nok",
-    "/nul": "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 2\r\n\r\nok",
-  };
-  await withFetchH2(broken, async (get) => {
-    for (const path of Object.keys(broken)) {
-      const response = await get(path);
-      await response.body?.cancel();
-      assertEquals([response.status, response.headers.get("set-cookie")], [502, null], path);
-      const after = await get("/after");
-      assertEquals([after.status, await after.text()], [200, "ok"], `after ${path}`);
-    }
-  });
-});
-
 Deno.test("h2: a backend answering before it reads an upload never gets another client's request on that connection, and its answers to the body's lines reach no client", async () => {
   // Reads heads only: answers the upload at once without reading its body, then parses on (a
   // broken backend: the body's request lines become requests on that connection), answering
@@ -568,6 +483,203 @@ Deno.test("h2: a backend answering before it reads an upload never gets another 
             const uploadConn = heads.findLast(([, t]) => t === `/upload-${size}`)![0];
             const nextConn = heads.findLast(([, t]) => t === `/next-${size}`)![0];
             assert(uploadConn !== nextConn, `${what}: /next went on the upload's connection`);
+          }
+        } finally {
+          await h2.close();
+        }
+      }
+    });
+  } finally {
+    await backend.close();
+  }
+});
+
+// --- Fields and framing of ordinary h2 requests. ---
+
+Deno.test("h2: connection-specific fields are refused by a stream reset, and te: trailers and HTTP2-Settings are not forwarded", async () => {
+  await withH2Echo(async (world, backends) => {
+    for (const transport of TRANSPORTS) {
+      const marks = backends.map((b) => b.requests.length);
+      for (
+        const field of [
+          ["connection", "keep-alive"],
+          ["keep-alive", "5"],
+          ["proxy-connection", "keep-alive"],
+          ["transfer-encoding", "chunked"],
+          ["upgrade", "websocket"],
+          ["te", "gzip"],
+        ] as H2Fields
+      ) {
+        const stream = await h2Exchange(world, transport, h2Get("a.test", "/x", [field]));
+        assertEquals([statusOf(stream), stream.reset], [undefined, 1], field[0]);
+      }
+      assertEquals(backendRequestsSince(backends, marks), []);
+      const ok = await h2Exchange(
+        world,
+        transport,
+        h2Get("a.test", "/x", [["te", "trailers"], ["http2-settings", "AAMAAABkAAQAAP__"]]),
+      );
+      assertEquals(statusOf(ok), 200);
+      assertEquals(backendRequestsSince(backends, marks).map((s) => s.headers), [[
+        ["host", "a.test"],
+        ["X-Forwarded-Host", "a.test"],
+      ]]);
+    }
+  });
+});
+
+Deno.test('h2: cookies split over several fields reach the backend as one Cookie field joined with "; " (RFC 9113 section 8.2.3)', async () => {
+  await withH2Echo(async (world, backends) => {
+    for (const transport of TRANSPORTS) {
+      const marks = backends.map((b) => b.requests.length);
+      const stream = await h2Exchange(
+        world,
+        transport,
+        h2Get("a.test", "/x", [["cookie", "a=1"], ["x-mid", "1"], ["cookie", "b=2"], [
+          "cookie",
+          "c=3",
+        ]]),
+      );
+      assertEquals(statusOf(stream), 200);
+      const [seen] = backendRequestsSince(backends, marks);
+      assertEquals(seen!.headers.filter(([n]) => n.toLowerCase() === "cookie"), [[
+        "cookie",
+        "a=1; b=2; c=3",
+      ]]);
+      assertEquals(seen!.headers.filter(([n]) => n === "x-mid"), [["x-mid", "1"]]);
+    }
+  });
+});
+
+Deno.test("h2: request trailers are dropped and the body reaches the backend whole, chunked", async () => {
+  await withH2Echo(async (world, backends) => {
+    const marks = backends.map((b) => b.requests.length);
+    const h2 = await openH2(world);
+    try {
+      const id = await h2.request(h2Post("/up"), false);
+      await h2.data(id, enc.encode("hello"));
+      await h2.headers(id, [["x-trailer", "1"]], true);
+      assertEquals(statusOf(await h2.finished(id)), 200);
+    } finally {
+      await h2.close();
+    }
+    const [seen] = backendRequestsSince(backends, marks);
+    assertEquals([seen!.bodyLength, seen!.error], [5, undefined]);
+    assertEquals(
+      seen!.headers.filter(([n]) => /^(transfer-encoding|trailer|x-trailer)$/i.test(n)),
+      [
+        ["Transfer-Encoding", "chunked"],
+      ],
+    );
+  });
+});
+
+Deno.test("h2: a content-length the DATA contradicts resets the stream, and the backend never gets a complete request", async () => {
+  const sink = uploadSink();
+  try {
+    await withH2World([routeTo("a.test", sink.port, "t/sink")], async (world) => {
+      for (const transport of TRANSPORTS) {
+        for (
+          const [declared, sent] of [[10, 3], [2, 3], [200_000, 80_000], [70_000, 80_000]]
+        ) {
+          const stream = await h2Exchange(
+            world,
+            transport,
+            h2Post(`/cl-${declared}-${sent}`, [["content-length", String(declared)]]),
+            new Uint8Array(sent!),
+          );
+          assertEquals([statusOf(stream), stream.reset], [undefined, 1], `${declared}/${sent}`);
+        }
+      }
+      await waitFor("every upstream connection to close", () => sink.open === 0);
+      assertEquals(sink.log.filter((r) => r.complete), []);
+      // The streamed ones got as far as the backend, cut short.
+      assert(sink.log.length >= 2, JSON.stringify(sink.log));
+    });
+  } finally {
+    await sink.close();
+  }
+});
+
+const FORWARDING = /^(x-forwarded-(for|host|port|proto)|x-real-ip|x-request-id)$/i;
+
+function routeFor(host: string, port: number, tls = false): StaticRoute {
+  return { host, endpoints: [{ address: "127.0.0.1", port }], service: "t/web", tls };
+}
+
+/** The backend's fields without Sluice's forwarding fields, and those names (lowercase, sorted). */
+function split(fields: Fields): { rest: Fields; forwarding: string[] } {
+  return {
+    rest: fields.filter(([name]) => !FORWARDING.test(name)),
+    forwarding: fields.filter(([name]) => FORWARDING.test(name)).map(([n]) => n.toLowerCase())
+      .sort(),
+  };
+}
+
+const ALL_FORWARDING = [
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-forwarded-port",
+  "x-forwarded-proto",
+  "x-real-ip",
+  "x-request-id",
+];
+
+Deno.test("over h2 (TLS and h2c) the backend sees exactly the client's fields plus the forwarding fields", async () => {
+  const backend = await startEchoBackend({ name: "t/web" });
+  try {
+    await withH2World([routeFor("a.test", backend.port)], async (world) => {
+      for (const transport of ["tls", "h2c"] as const) {
+        const h2 = await openH2(world, transport);
+        try {
+          const cases: { fields: Fields; body?: Uint8Array; expect: Fields }[] = [
+            {
+              // A bare request: nothing to add but Host (from :authority).
+              fields: [],
+              expect: [["host", "a.test"]],
+            },
+            {
+              fields: [["x-one", "1"], ["accept", "text/plain"], ["x-dup", "a"], ["x-dup", "b"]],
+              expect: [
+                ["host", "a.test"],
+                ["x-one", "1"],
+                ["accept", "text/plain"],
+                ["x-dup", "a"],
+                ["x-dup", "b"],
+              ],
+            },
+            {
+              // A body with its length: Content-Length is the client's own.
+              fields: [["content-length", "5"], ["content-type", "text/plain"]],
+              body: new TextEncoder().encode("hello"),
+              expect: [["host", "a.test"], ["content-length", "5"], [
+                "content-type",
+                "text/plain",
+              ]],
+            },
+          ];
+          for (const { fields, body, expect } of cases) {
+            const before = backend.requests.length;
+            const id = await h2.request([
+              [":method", body === undefined ? "GET" : "POST"],
+              [":scheme", transport === "tls" ? "https" : "http"],
+              [":authority", "a.test"],
+              [":path", "/x"],
+              ...fields,
+            ], body === undefined);
+            if (body !== undefined) await h2.data(id, body, true);
+            const stream = await h2.finished(id);
+            assertEquals(statusOf(stream), 200, transport);
+            const seen = backend.requests.slice(before);
+            assertEquals(seen.length, 1, transport);
+            const { rest, forwarding } = split(seen[0]!.headers);
+            // Names as the backend received them, compared case-insensitively (h2 names are lowercase).
+            assertEquals(
+              rest.map(([n, v]) => [n.toLowerCase(), v]),
+              expect,
+              `${transport} ${JSON.stringify(fields)}`,
+            );
+            assertEquals(forwarding, ALL_FORWARDING, transport);
           }
         } finally {
           await h2.close();

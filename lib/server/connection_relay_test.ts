@@ -1,9 +1,14 @@
 /**
- * Hostile clients against the connection relays that own client sockets
- * (`_connection_relay.ts`, `_relay_server.ts`): plain HTTP relayed with
- * `listenHttp(handler, { relay })`, and the {@linkcode RelayServer} itself
- * where a test needs its counters. Slow heads, slow readers, resets,
- * half-closes, churn, the peer registry, shutdown mid-transfer.
+ * The connection relays that own client sockets (`_connection_relay.ts`,
+ * `_relay_server.ts`): plain HTTP relayed with `listenHttp(handler, { relay })`,
+ * HTTPS through its TLS relay, and the {@linkcode RelayServer} itself where a
+ * test needs its counters. Client timeouts on relayed connections (a trickled
+ * head, an upload paused past the idle timeout while its request is in flight, a
+ * reader that takes nothing or reads with pauses, over TLS too, h2c PINGs only,
+ * a WebSocket client that reads nothing), what crosses a relay whole (large
+ * heads, pipelined requests, a refused upload's answer), only relays reaching
+ * the inner server (421), each request attributed to its own client (IPv4, IPv6,
+ * under churn), descriptors returned after churn, and shutdown mid-transfer.
  *
  * @module
  */

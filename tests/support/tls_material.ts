@@ -1,6 +1,6 @@
 /**
- * Test support for `hostile_tls_test.ts`: certificates of every shape a TLS
- * Secret can hold (in-process ECDSA ones with chosen names and dates, and
+ * Test support for the TLS tests of `lib/server/` (Secrets, SNI,
+ * handshakes): certificates of every shape a TLS Secret can hold (in-process ECDSA ones with chosen names and dates, and
  * `openssl`-made ones for other key types), the path a Secret takes to the
  * certificate table (translation, then compilation), and a hand-made TLS 1.2
  * ClientHello whose server name, ALPN list and timing the test controls
