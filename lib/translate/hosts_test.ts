@@ -1,11 +1,20 @@
 /**
- * Table of rule host normalisation and wildcard coverage cases.
+ * Rule hosts: the table of normalisation and wildcard coverage cases, and odd
+ * but valid hosts routed through `translate()` in their normal form.
  *
  * @module
  */
-
 import { assertEquals } from "../../tests/support/assert.ts";
 import { hostCoveredBy, normaliseRuleHost } from "./hosts.ts";
+import {
+  badIngress,
+  onePath,
+  PREFIX,
+  routesOf,
+  runBesideGood,
+  SVC,
+} from "../../tests/support/good_cluster.ts";
+import { compileRouteTable } from "../routing/route_table.ts";
 
 /** A host of `length` characters: four labels, the last three of 63. */
 function nameOf(length: number): string {
@@ -74,5 +83,31 @@ Deno.test("hostCoveredBy() matches equal hosts and one-label wildcards", () => {
   ];
   for (const [host, pattern, covered] of cases) {
     assertEquals(hostCoveredBy(host, pattern), covered, `${host} by ${pattern}`);
+  }
+});
+
+Deno.test("translate() routes odd but valid hosts in their normal form and a request finds them", () => {
+  const cases: [raw: string, normal: string, request: string][] = [
+    ["SHOP.Example.COM", "shop.example.com", "shop.example.com"],
+    ["shop.example.com.", "shop.example.com", "Shop.Example.com.:8443"],
+    ["*.Wild.Test.", "*.wild.test", "a.wild.test"],
+    ["xn--bcher-kva.test", "xn--bcher-kva.test", "XN--BCHER-KVA.test"],
+    ["*.1.2.3", "*.1.2.3", "a.1.2.3"],
+    ["1.2.3.4.example", "1.2.3.4.example", "1.2.3.4.example"],
+    [`${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(61)}`, "", ""],
+  ];
+  for (const [raw, normalIn, requestIn] of cases) {
+    const normal = normalIn === "" ? raw : normalIn;
+    const request = requestIn === "" ? raw : requestIn;
+    const translation = runBesideGood(
+      {
+        ingresses: [badIngress("odd", onePath(PREFIX(SVC({ number: 80 }), "/"), raw))],
+      },
+      {},
+      raw,
+    );
+    assertEquals(routesOf(translation, "bad/odd").map((r) => r.host), [normal], raw);
+    const match = compileRouteTable(translation).lookup(request, "/");
+    assertEquals(match?.ingress, "bad/odd", raw);
   }
 });

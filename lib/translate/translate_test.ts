@@ -1,17 +1,33 @@
 /**
- * Translation as a whole: robustness against malformed objects (seeded), determinism,
- * certificate inspection once per Secret.
+ * Translation as a whole: malformed Ingresses reported at the faulty field,
+ * their good paths kept (each run beside a good cluster whose route must stay
+ * intact, `tests/support/good_cluster.ts`), malformed controller options,
+ * objects from any iterable, determinism, certificate inspection once per
+ * Secret, and access-control annotations answering 503 (also through a memo).
+ * Random and mutated input is in `translate_fuzz_test.ts`.
  *
  * @module
  */
-
-import { assert, assertEquals, assertStringIncludes } from "../../tests/support/assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertStringIncludes,
+} from "../../tests/support/assert.ts";
 import type { Ingress } from "../k8s/objects.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import { translate } from "./translate.ts";
 import type { ClusterObjects, InspectCertificate, TranslateOptions } from "./translation.ts";
-import { seededRandom } from "../../tests/support/seeded_random.ts";
 import { createTranslationMemo } from "./translation_memo.ts";
+import {
+  badIngress,
+  issuesOf,
+  onePath,
+  PREFIX,
+  routesOf,
+  runBesideGood,
+  SVC,
+} from "../../tests/support/good_cluster.ts";
 
 const NOW = Date.parse("2030-01-01T00:00:00Z");
 const NEVER: InspectCertificate = () => ({ ok: false, reason: "not in this test" });
@@ -49,191 +65,6 @@ const GOOD = {
   }],
   secrets: [],
 } satisfies ClusterObjects;
-
-const random = seededRandom;
-
-const KEYS = [
-  "metadata",
-  "spec",
-  "rules",
-  "host",
-  "http",
-  "paths",
-  "path",
-  "pathType",
-  "backend",
-  "service",
-  "name",
-  "port",
-  "number",
-  "tls",
-  "hosts",
-  "secretName",
-  "defaultBackend",
-  "ingressClassName",
-  "namespace",
-  "annotations",
-  "creationTimestamp",
-  "ports",
-  "endpoints",
-  "addresses",
-  "conditions",
-  "ready",
-  "serving",
-  "terminating",
-  "data",
-  "stringData",
-  "tls.crt",
-  "tls.key",
-  "resource",
-  "kind",
-  "labels",
-  "addressType",
-  "type",
-  "externalName",
-  "targetPort",
-  "controller",
-  "__proto__",
-  "toString",
-];
-const STRINGS = [
-  "",
-  "/",
-  "/a",
-  "a",
-  "Exact",
-  "Prefix",
-  "ImplementationSpecific",
-  "sluice",
-  "a.test",
-  "*.a.test",
-  "*",
-  "web",
-  "http",
-  "IPv4",
-  "IPv6",
-  "ExternalName",
-  "kubernetes.io/service-name",
-  "g",
-  "%%%",
-  "-----BEGIN CERTIFICATE-----",
-  "2000-01-01T00:00:00Z",
-  "true",
-  "10.0.0.9",
-  "fd00::9",
-];
-
-function garbage(next: () => number, depth: number): unknown {
-  const roll = next();
-  if (depth <= 0 || roll < 0.3) {
-    const scalars = [null, undefined, 0, -1, 80, 70000, 1.5, NaN, true, false];
-    return next() < 0.5
-      ? scalars[Math.floor(next() * scalars.length)]
-      : STRINGS[Math.floor(next() * STRINGS.length)];
-  }
-  if (roll < 0.5) {
-    return Array.from({ length: Math.floor(next() * 4) }, () => garbage(next, depth - 1));
-  }
-  const object: Record<string, unknown> = {};
-  for (let i = Math.floor(next() * 5); i > 0; i--) {
-    Object.defineProperty(object, KEYS[Math.floor(next() * KEYS.length)]!, {
-      value: garbage(next, depth - 1),
-      enumerable: true,
-      configurable: true,
-      writable: true,
-    });
-  }
-  return object;
-}
-
-function garbageIngress(next: () => number, i: number): unknown {
-  if (next() < 0.2) return garbage(next, 3);
-  const spec = garbage(next, 5);
-  if (spec !== null && typeof spec === "object" && !Array.isArray(spec) && next() < 0.8) {
-    (spec as Record<string, unknown>).ingressClassName = "sluice";
-  }
-  const metadata: Record<string, unknown> = {
-    namespace: "g",
-    name: `g${i}`,
-    creationTimestamp: "2000-01-01T00:00:00Z",
-  };
-  if (next() < 0.3) metadata.annotations = garbageAnnotations(next);
-  return { metadata, spec };
-}
-
-const ANNOTATION_KEYS = [
-  "nginx.ingress.kubernetes.io/auth-url",
-  "nginx.ingress.kubernetes.io/enable-global-auth",
-  "nginx.ingress.kubernetes.io/rewrite-target",
-  "kubectl.kubernetes.io/last-applied-configuration",
-  "__proto__",
-  "toString",
-];
-
-function garbageAnnotations(next: () => number): unknown {
-  if (next() < 0.3) return garbage(next, 2);
-  const annotations: Record<string, unknown> = {};
-  for (let i = Math.floor(next() * 4); i > 0; i--) {
-    Object.defineProperty(
-      annotations,
-      ANNOTATION_KEYS[Math.floor(next() * ANNOTATION_KEYS.length)]!,
-      {
-        value: garbage(next, 1),
-        enumerable: true,
-        configurable: true,
-        writable: true,
-      },
-    );
-  }
-  return annotations;
-}
-
-Deno.test("translate() never throws and keeps a good Ingress's routes beside random garbage (300 seeds)", () => {
-  const inspectCertificate: InspectCertificate = (pems) => {
-    if (pems.certPem === "-----BEGIN CERTIFICATE-----") throw new Error("inspector exploded");
-    return {
-      ok: true,
-      notBefore: "2024-01-01T00:00:00Z",
-      notAfter: "2124-01-01T00:00:00Z",
-      dnsNames: [],
-      fingerprint: "f",
-    };
-  };
-  for (let seed = 1; seed <= 300; seed++) {
-    const next = random(seed);
-    const many = (make: (i: number) => unknown) =>
-      Array.from({ length: 1 + Math.floor(next() * 6) }, (_, i) => make(i));
-    const objects = {
-      ingresses: [...GOOD.ingresses, ...many((i) => garbageIngress(next, i))],
-      ingressClasses: [...GOOD.ingressClasses, ...many(() => garbage(next, 3))],
-      services: [
-        ...GOOD.services,
-        ...many(() => ({ metadata: { namespace: "g", name: "web" }, spec: garbage(next, 4) })),
-      ],
-      endpointSlices: [...GOOD.endpointSlices, ...many(() => garbage(next, 5))],
-      secrets: many(() => ({
-        metadata: { namespace: "g", name: "s" },
-        data: garbage(next, 2),
-        stringData: garbage(next, 2),
-      })),
-    } as ClusterObjects;
-    const options = {
-      ...OPTIONS,
-      inspectCertificate,
-      defaultBackendService: next() < 0.5 ? "g/web" : "garbage",
-      defaultSslCertificate: "g/s",
-    };
-    const translation = translate(objects, options);
-    const match = compileRouteTable(translation).lookup("good.test", "/x");
-    assertEquals(match?.backend.key, "good/web:80", `seed ${seed}`);
-    assertEquals(match?.backend.endpoints, [{ address: "10.0.0.1", port: 80 }], `seed ${seed}`);
-    assertEquals(
-      JSON.parse(JSON.stringify(translation)),
-      structuredClone(translation),
-      `seed ${seed}`,
-    );
-  }
-});
 
 Deno.test("translate() reads objects from any iterable and skips non-objects", () => {
   const ingresses = new Map<string, Ingress>([["good/web", GOOD_INGRESS]]);
@@ -508,4 +339,327 @@ Deno.test("translate() answers 503 for an Ingress whose annotations cannot be re
   assertEquals(translation.issues.map((i) => i.message), [
     'Cannot read annotations: unexpected error "unreadable"; its routes answer 503',
   ]);
+});
+
+/** [case, spec, issue fields expected (exactly, sorted), routes it still gives]. */
+const MALFORMED_INGRESSES: [string, unknown, string[], number][] = [
+  ["spec absent", undefined, ["spec"], 0],
+  ["spec null", null, ["spec"], 0],
+  ["spec an array", [], ["spec"], 0],
+  ["spec a number", 7, ["spec"], 0],
+  ["rules null, no defaultBackend", { rules: null }, ["spec"], 0],
+  ["rules empty, no defaultBackend", { rules: [] }, ["spec"], 0],
+  ["rules an object", { rules: { host: "bad.test" } }, ["spec", "spec.rules"], 0],
+  [
+    "rules an object beside a defaultBackend",
+    {
+      rules: { host: "bad.test" },
+      defaultBackend: SVC({ number: 80 }),
+    },
+    ["spec.defaultBackend", "spec.rules"],
+    0,
+  ],
+  ["http.paths an object", { rules: [{ host: "bad.test", http: { paths: {} } }] }, [
+    "spec.rules[0].http.paths",
+  ], 0],
+  ["a path entry a string", { rules: [{ host: "bad.test", http: { paths: ["/"] } }] }, [
+    "spec.rules[0].http.paths[0]",
+  ], 0],
+  ["backend absent", onePath({ path: "/", pathType: "Prefix" }), [
+    "spec.rules[0].http.paths[0].backend",
+  ], 0],
+  ["backend null", onePath(PREFIX(null)), ["spec.rules[0].http.paths[0].backend"], 0],
+  ["backend with neither service nor resource", onePath(PREFIX({})), [
+    "spec.rules[0].http.paths[0].backend",
+  ], 0],
+  [
+    "backend with both service and resource",
+    onePath(PREFIX({
+      ...SVC({ number: 80 }),
+      resource: { kind: "Bucket", name: "b" },
+    })),
+    ["spec.rules[0].http.paths[0].backend"],
+    0,
+  ],
+  ["service a string", onePath(PREFIX({ service: "web" })), [
+    "spec.rules[0].http.paths[0].backend.service.name",
+  ], 0],
+  ["service name empty", onePath(PREFIX(SVC({ number: 80 }, ""))), [
+    "spec.rules[0].http.paths[0].backend.service.name",
+  ], 0],
+  ["service name an object", onePath(PREFIX(SVC({ number: 80 }, { name: "web" }))), [
+    "spec.rules[0].http.paths[0].backend.service.name",
+  ], 0],
+  ["port absent", onePath(PREFIX(SVC(undefined))), [
+    "spec.rules[0].http.paths[0].backend.service.port",
+  ], 0],
+  ["port with neither name nor number", onePath(PREFIX(SVC({}))), [
+    "spec.rules[0].http.paths[0].backend.service.port",
+  ], 0],
+  ["port a string", onePath(PREFIX(SVC("80"))), [
+    "spec.rules[0].http.paths[0].backend.service.port",
+  ], 0],
+  ["port name empty and number null", onePath(PREFIX(SVC({ name: "", number: null }))), [
+    "spec.rules[0].http.paths[0].backend.service.port",
+  ], 0],
+  ["port number 0", onePath(PREFIX(SVC({ number: 0 }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.number",
+  ], 0],
+  ["port number 70000", onePath(PREFIX(SVC({ number: 70000 }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.number",
+  ], 0],
+  ["port number negative", onePath(PREFIX(SVC({ number: -80 }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.number",
+  ], 0],
+  ["port number fractional", onePath(PREFIX(SVC({ number: 80.5 }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.number",
+  ], 0],
+  ["port number a string", onePath(PREFIX(SVC({ number: "80" }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.number",
+  ], 0],
+  ["port number an object", onePath(PREFIX(SVC({ number: { value: 80 } }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.number",
+  ], 0],
+  ["port name a number", onePath(PREFIX(SVC({ name: 80 }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.name",
+  ], 0],
+  ["port name uppercase", onePath(PREFIX(SVC({ name: "HTTP" }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.name",
+  ], 0],
+  ["port name of 1 MB", onePath(PREFIX(SVC({ name: "a".repeat(1 << 20) + "-" }))), [
+    "spec.rules[0].http.paths[0].backend.service.port.name",
+  ], 0],
+  ["resource without kind", onePath(PREFIX({ resource: { name: "b" } })), [
+    "spec.rules[0].http.paths[0].backend.resource",
+  ], 0],
+  ["resource a string", onePath(PREFIX({ resource: "bucket" })), [
+    "spec.rules[0].http.paths[0].backend.resource",
+  ], 0],
+  ["pathType absent", onePath({ path: "/", backend: SVC({ number: 80 }) }), [
+    "spec.rules[0].http.paths[0].pathType",
+  ], 0],
+  ["pathType null", onePath({ path: "/", pathType: null, backend: SVC({ number: 80 }) }), [
+    "spec.rules[0].http.paths[0].pathType",
+  ], 0],
+  ["pathType Regex", onePath({ path: "/", pathType: "Regex", backend: SVC({ number: 80 }) }), [
+    "spec.rules[0].http.paths[0].pathType",
+  ], 0],
+  ["path a number", onePath(PREFIX(SVC({ number: 80 }), 5)), [
+    "spec.rules[0].http.paths[0].path",
+  ], 0],
+  ["path an object", onePath(PREFIX(SVC({ number: 80 }), { value: "/" })), [
+    "spec.rules[0].http.paths[0].path",
+  ], 0],
+  ["path relative", onePath(PREFIX(SVC({ number: 80 }), "api")), [
+    "spec.rules[0].http.paths[0].path",
+  ], 0],
+  [
+    "Exact path with a dot segment of 1 MB",
+    onePath({
+      path: `/${"a".repeat(1 << 20)}/..`,
+      pathType: "Exact",
+      backend: SVC({ number: 80 }),
+    }),
+    ["spec.rules[0].http.paths[0].path"],
+    0,
+  ],
+  ["host a number", onePath(PREFIX(SVC({ number: 80 })), 5), ["spec.rules[0].host"], 0],
+  ["host an object", onePath(PREFIX(SVC({ number: 80 })), { name: "a" }), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host *", onePath(PREFIX(SVC({ number: 80 })), "*"), ["spec.rules[0].host"], 0],
+  ["host *.*.a.com", onePath(PREFIX(SVC({ number: 80 })), "*.*.a.com"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host a.*.com", onePath(PREFIX(SVC({ number: 80 })), "a.*.com"), ["spec.rules[0].host"], 0],
+  ["host an IPv4 literal", onePath(PREFIX(SVC({ number: 80 })), "192.0.2.1"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host an IPv4 literal with trailing dot", onePath(PREFIX(SVC({ number: 80 })), "192.0.2.1."), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host an IPv6 literal", onePath(PREFIX(SVC({ number: 80 })), "2001:db8::1"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host a bracketed IPv6 literal", onePath(PREFIX(SVC({ number: 80 })), "[2001:db8::1]"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host with a port", onePath(PREFIX(SVC({ number: 80 })), "bad.test:8080"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host in Unicode (not punycode)", onePath(PREFIX(SVC({ number: 80 })), "bücher.test"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host with a space", onePath(PREFIX(SVC({ number: 80 })), "bad .test"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host with a slash", onePath(PREFIX(SVC({ number: 80 })), "bad.test/x"), [
+    "spec.rules[0].host",
+  ], 0],
+  ["host of two dots", onePath(PREFIX(SVC({ number: 80 })), ".."), ["spec.rules[0].host"], 0],
+  ["host of 100 KB", onePath(PREFIX(SVC({ number: 80 })), "a".repeat(100 * 1024)), [
+    "spec.rules[0].host",
+  ], 0],
+  ["defaultBackend with neither service nor resource", { defaultBackend: {} }, [
+    "spec.defaultBackend",
+  ], 0],
+  ["defaultBackend a string", { defaultBackend: "web" }, ["spec.defaultBackend"], 0],
+  [
+    "defaultBackend beside only invalid hosts",
+    {
+      rules: [{ host: "*" }],
+      defaultBackend: SVC({ number: 80 }),
+    },
+    ["spec.defaultBackend", "spec.rules[0].host"],
+    0,
+  ],
+  // With a defaultBackend (to a Service that does not exist: one more issue, the route stays).
+  ["tls not a list", { tls: { hosts: ["bad.test"] }, defaultBackend: SVC({ number: 80 }) }, [
+    "spec.defaultBackend",
+    "spec.tls",
+  ], 1],
+  ["tls hosts with an IP and a wildcard-only", {
+    tls: [{ hosts: ["192.0.2.1", "*", null, ""], secretName: "tls" }],
+    defaultBackend: SVC({ number: 80 }),
+  }, [
+    "spec.defaultBackend",
+    "spec.tls[0].hosts[0]",
+    "spec.tls[0].hosts[1]",
+    "spec.tls[0].hosts[2]",
+    "spec.tls[0].hosts[3]",
+    "spec.tls[0].secretName",
+  ], 1],
+  [
+    "tls secretName in another namespace",
+    {
+      tls: [{ hosts: ["bad.test"], secretName: "good/tls" }],
+      defaultBackend: SVC({ number: 80 }),
+    },
+    ["spec.defaultBackend", "spec.tls[0].secretName"],
+    1,
+  ],
+  [
+    "tls secretName an object",
+    {
+      tls: [{ hosts: ["bad.test"], secretName: { name: "tls" } }],
+      defaultBackend: SVC({ number: 80 }),
+    },
+    ["spec.defaultBackend", "spec.tls[0].secretName"],
+    1,
+  ],
+];
+
+Deno.test("translate() reports each malformed Ingress at the faulty field and keeps the good route", () => {
+  for (const [name, spec, fields, routes] of MALFORMED_INGRESSES) {
+    const translation = runBesideGood(
+      { ingresses: [badIngress("x", spec)], services: [] },
+      {},
+      name,
+    );
+    const issues = issuesOf(translation, "bad", "x");
+    assertEquals(issues.map((i) => i.field), fields, name);
+    for (const issue of issues) assertMatch(issue.message, /^[A-Z]/, name);
+    assertEquals(routesOf(translation, "bad/x").length, routes, name);
+  }
+});
+
+Deno.test("translate() reports a malformed Ingress's bad paths and keeps its good ones", () => {
+  const paths = [
+    PREFIX(SVC({ number: 80 }), "/ok"),
+    PREFIX(SVC({ number: 0 }), "/zero"),
+    PREFIX(null, "/null"),
+    { path: "/x", pathType: "Regex", backend: SVC({ number: 80 }) },
+    null,
+    PREFIX(SVC({ name: "http" }), "/named"),
+  ];
+  const translation = runBesideGood({
+    ingresses: [badIngress("mixed", { rules: [{ host: "mixed.test", http: { paths } }] })],
+    services: [{ metadata: { namespace: "bad", name: "web" }, spec: { ports: [{ port: 80 }] } }],
+  });
+  assertEquals(routesOf(translation, "bad/mixed").map((r) => [r.path, r.backend]), [
+    ["/named", "bad/web:http"],
+    ["/ok", "bad/web:80"],
+  ]);
+  assertEquals(
+    issuesOf(translation, "bad", "mixed").map((i) => i.field),
+    [
+      "spec.rules[0].http.paths[1].backend.service.port.number",
+      "spec.rules[0].http.paths[2].backend",
+      "spec.rules[0].http.paths[3].pathType",
+      "spec.rules[0].http.paths[4]",
+      // The named port exists on no Service port: the route stays and answers 503.
+      "spec.rules[0].http.paths[5].backend",
+      // No endpoints for bad/web:80 either.
+      "spec.rules[0].http.paths[0].backend",
+    ].sort(naturalCompare),
+  );
+});
+
+function naturalCompare(a: string, b: string): number {
+  return a.localeCompare(b, "en", { numeric: true });
+}
+
+Deno.test("translate() reports an Ingress whose metadata is missing, null or of the wrong type", () => {
+  const cases: [string, unknown, string][] = [
+    ["metadata null", null, "metadata.name"],
+    ["metadata a string", "x", "metadata.name"],
+    ["name empty", { namespace: "bad", name: "" }, "metadata.name"],
+    ["name a number", { namespace: "bad", name: 5 }, "metadata.name"],
+    ["namespace an object", { namespace: { a: 1 }, name: "n" }, "metadata.namespace"],
+  ];
+  for (const [what, metadata, field] of cases) {
+    const ingress = {
+      metadata,
+      spec: { ingressClassName: "sluice", defaultBackend: SVC({ number: 80 }) },
+    };
+    const translation = runBesideGood({ ingresses: [ingress] }, {}, what);
+    const issues = translation.issues.filter((i) => i.kind === "Ingress" && i.field === field);
+    assertEquals(issues.length, 1, what);
+    assertEquals(translation.routes.length, 1, what);
+  }
+});
+
+// Was a bug: an Ingress whose rules name hosts but no path, without a defaultBackend, routed
+// nothing and said nothing.
+Deno.test({
+  name: "translate() reports an Ingress whose rules give no route at all",
+  fn() {
+    const cases: [string, unknown][] = [
+      ["http null", { rules: [{ host: "empty.test", http: null }] }],
+      ["http a string", { rules: [{ host: "empty.test", http: "paths: [...]" }] }],
+      ["http.paths empty", { rules: [{ host: "empty.test", http: { paths: [] } }] }],
+      ["rule without http", { rules: [{ host: "empty.test" }] }],
+    ];
+    for (const [what, spec] of cases) {
+      const translation = runBesideGood({ ingresses: [badIngress("empty", spec)] }, {}, what);
+      assertEquals(routesOf(translation, "bad/empty").length, 0, what);
+      assert(issuesOf(translation, "bad", "empty").length > 0, `silently dropped: ${what}`);
+    }
+  },
+});
+
+Deno.test("translate() reports malformed controller options instead of throwing", () => {
+  const cases: [string, Partial<TranslateOptions>, string][] = [
+    [
+      "default backend with a bad port",
+      { defaultBackendService: "good/web:http!" },
+      "default-backend-service",
+    ],
+    [
+      "default backend of 100 KB",
+      { defaultBackendService: `good/${"a".repeat(100 * 1024)}` },
+      "web",
+    ],
+    [
+      "default certificate with a port",
+      { defaultSslCertificate: "good/tls:443" },
+      "default-ssl-certificate",
+    ],
+    ["default certificate of spaces", { defaultSslCertificate: "   " }, "default-ssl-certificate"],
+  ];
+  for (const [what, options, name] of cases) {
+    const translation = runBesideGood({}, options, what);
+    assert(translation.issues.some((i) => i.name === name || i.name.startsWith("a")), what);
+    assertEquals(translation.defaultCertificate, undefined, what);
+  }
 });
