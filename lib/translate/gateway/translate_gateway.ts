@@ -1,0 +1,159 @@
+/**
+ * Gateway API translation (GatewayClass, Gateway, HTTPRoute, ReferenceGrant
+ * v1): objects in, `{ classes, gateways, routes, issues, statuses }` out.
+ * A straight sequence of processors, one per kind, as Envoy Gateway's
+ * `Translate()`; pure, deterministic and sorted.
+ *
+ * Knows nothing about I/O, clocks (`now` is passed in), logging, or how the
+ * data plane consumes the routes.
+ *
+ * @module
+ */
+
+import type { Secret, Service } from "../../k8s/objects.ts";
+import { compareStrings } from "../_order.ts";
+import { DEFAULT_CONTROLLER_NAME } from "../class_selection.ts";
+import { objectKey } from "../cluster_index.ts";
+import { type Issue, sortIssues } from "../issues.ts";
+import { DEFAULT_NOW } from "./_conditions.ts";
+import { processGatewayClasses } from "./gateway_classes.ts";
+import { processGateways } from "./gateways.ts";
+import { hostnameCovers } from "./hostnames.ts";
+import { type PlacedEntry, processHttpRoutes } from "./http_routes.ts";
+import { comparePrecedence } from "./precedence.ts";
+import type {
+  GatewayObjects,
+  GatewayTranslateOptions,
+  GatewayTranslation,
+  HostRoutes,
+} from "./types.ts";
+
+/** Translates Gateway API objects into routes and statuses. Never throws on bad objects. */
+export function translateGateway(
+  objects: GatewayObjects,
+  options: GatewayTranslateOptions = {},
+): GatewayTranslation {
+  const controllerName = options.controllerName ?? DEFAULT_CONTROLLER_NAME;
+  const now = options.now ?? DEFAULT_NOW;
+  const issues: Issue[] = [];
+  const services = byKey<Service>(objects.services);
+  const secrets = byKey<Secret>(objects.secrets);
+  const grants = [...(objects.referenceGrants ?? [])].filter((g) =>
+    g !== null && typeof g === "object"
+  );
+  const namespaceLabels = new Map<string, Record<string, string>>();
+  for (const ns of objects.namespaces ?? []) {
+    const name = ns?.metadata?.name;
+    if (typeof name !== "string" || name === "") continue;
+    // Kubernetes: every namespace carries `kubernetes.io/metadata.name`.
+    namespaceLabels.set(name, { ...ns.metadata?.labels, "kubernetes.io/metadata.name": name });
+  }
+
+  const classes = processGatewayClasses(objects.gatewayClasses ?? [], {
+    controllerName,
+    supportedFeatures: options.supportedFeatures ?? [],
+    now,
+  });
+  const gateways = processGateways(objects.gateways ?? [], {
+    ourClasses: new Set(classes.models.map((c) => c.name)),
+    secrets,
+    grants,
+    now,
+    issues,
+  });
+  const routes = processHttpRoutes(objects.httpRoutes ?? [], {
+    controllerName,
+    gateways: new Map(gateways.map((g) => [g.key, g])),
+    namespaceLabels,
+    services,
+    grants,
+    now,
+    issues,
+  });
+
+  return deepFreeze({
+    classes: classes.models,
+    gateways: gateways.map((g) => ({
+      gateway: g.key,
+      className: g.className,
+      listeners: g.listeners.map((l) => l.model),
+    })),
+    routes: groupRoutes(routes.placed),
+    issues: sortIssues(issues),
+    statuses: {
+      gatewayClasses: classes.statuses,
+      gateways: gateways.map((g) => ({
+        gateway: g.key,
+        conditions: g.conditions,
+        listeners: g.listeners.map((l) => ({
+          name: l.model.name,
+          supportedKinds: l.kinds,
+          attachedRoutes: l.attachedRoutes,
+          conditions: l.conditions,
+        })),
+      })),
+      httpRoutes: routes.statuses,
+    },
+  });
+}
+
+/**
+ * Groups placed entries per (port, hostname), folding into each group the
+ * entries of less specific hostnames on the same port that also cover it, and
+ * orders each group by precedence (hostname specificity first, see
+ * `precedence.ts`), so one group alone answers every request for its host.
+ */
+function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
+  const groups = new Map<string, { port: number; hostname: string; placed: PlacedEntry[] }>();
+  for (const p of placed) {
+    const id = `${p.listener.model.port} ${p.entry.hostname}`;
+    let group = groups.get(id);
+    if (group === undefined) {
+      group = { port: p.listener.model.port, hostname: p.entry.hostname, placed: [] };
+      groups.set(id, group);
+    }
+    group.placed.push(p);
+  }
+  const out: HostRoutes[] = [];
+  for (const group of groups.values()) {
+    const members = placed.filter((p) =>
+      p.listener.model.port === group.port && hostnameCovers(p.entry.hostname, group.hostname)
+    );
+    // The same entry may arrive through two listeners (two Gateways on one
+    // port): keep it once.
+    const seen = new Set<string>();
+    const entries = members.sort(comparePrecedence).filter((p) => {
+      const id = `${p.entry.route} ${p.entry.rule} ${p.entry.match} ${p.entry.hostname}`;
+      if (seen.has(id)) return false;
+      seen.add(id);
+      return true;
+    }).map((p) => p.entry);
+    const own = group.placed.map((p) => p.listener.model);
+    out.push({
+      port: group.port,
+      protocol: own.some((l) => l.protocol === "HTTPS") ? "HTTPS" : "HTTP",
+      hostname: group.hostname,
+      certificates: [...new Set(own.flatMap((l) => l.certificates))].sort(compareStrings),
+      entries,
+    });
+  }
+  return out.sort((a, b) => a.port - b.port || compareStrings(a.hostname, b.hostname));
+}
+
+function byKey<T extends { metadata?: unknown }>(items: Iterable<T> | undefined): Map<string, T> {
+  const map = new Map<string, T>();
+  for (const item of items ?? []) {
+    const key = objectKey(item as never);
+    if (key !== undefined) map.set(key, item);
+  }
+  return map;
+}
+
+function deepFreeze<T>(value: T, seen = new Set<unknown>()): T {
+  if (value !== null && typeof value === "object" && !seen.has(value)) {
+    seen.add(value);
+    for (const child of Object.values(value)) deepFreeze(child, seen);
+    Object.freeze(value);
+  }
+  return value;
+}
