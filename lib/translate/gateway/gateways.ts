@@ -213,10 +213,13 @@ function processGateway(
           message: `TLS mode "${mode}" is not supported on HTTPS listeners`,
         };
       } else if (!Array.isArray(refs) || refs.length === 0) {
+        // Gateway API (GatewayTLSConfig.certificateRefs): required for an HTTPS
+        // listener in Terminate mode.
         certProblem = {
           reason: "InvalidCertificateRef",
           message: "An HTTPS listener needs tls.certificateRefs",
         };
+        issue(`${d.field}.tls.certificateRefs`, "Cannot serve HTTPS: tls.certificateRefs is empty");
       } else {
         for (const [r, ref] of refs.entries()) {
           const secretNamespace = ref?.namespace ?? namespace;
@@ -309,7 +312,9 @@ function processGateway(
         "Accepted",
         validCount > 0,
         "ListenersNotValid",
-        `${listeners.length - validCount} of ${listeners.length} listeners are not valid`,
+        listeners.length === 0
+          ? "The Gateway has no listeners"
+          : `${listeners.length - validCount} of ${listeners.length} listeners are not valid`,
       ),
     listeners.some((l) => l.model.ready)
       ? condition("Programmed", true, "Programmed", "The Gateway is programmed")

@@ -74,6 +74,15 @@ for (const name of names) {
       translateGateway(objects, { now: NOW, supportedFeatures: SUPPORTED_FEATURES, ...options }),
       translation,
     );
+    // Input order does not matter.
+    const reversed = Object.fromEntries(
+      Object.entries(objects).map(([kind, list]) => [kind, [...list].reverse()]),
+    ) as GatewayObjects;
+    assertEquals(
+      translateGateway(reversed, { now: NOW, supportedFeatures: SUPPORTED_FEATURES, ...options }),
+      translation,
+      "translation of the objects in reverse order",
+    );
     const actual = `${JSON.stringify(translation, null, 2)}\n`;
     const outUrl = new URL(`${name}.out.json`, FIXTURES);
     if (UPDATE) {
