@@ -27,11 +27,29 @@ export function processGatewayClasses(
     // left alone (no status written).
     if (typeof name !== "string" || name === "") continue;
     if (gatewayClass.spec?.controllerName !== options.controllerName) continue;
-    models.push({ name, accepted: true });
+    // Gateway API (GatewayClassSpec.parametersRef): "If the referent cannot be
+    // found, refers to an unsupported kind, or when the data within that
+    // resource is malformed, the GatewayClass SHOULD be rejected with the
+    // Accepted status condition set to False and an InvalidParameters reason."
+    // Sluice takes no parameters, so any reference is of an unsupported kind.
+    const parameters = gatewayClass.spec.parametersRef;
+    const accepted = parameters === undefined || parameters === null;
+    models.push({ name, accepted });
     const condition = conditionMaker(gatewayClass.metadata?.generation, options.now);
     statuses.push({
       name,
-      conditions: [condition("Accepted", true, "Accepted", "The GatewayClass is accepted")],
+      conditions: [
+        accepted
+          ? condition("Accepted", true, "Accepted", "The GatewayClass is accepted")
+          : condition(
+            "Accepted",
+            false,
+            "InvalidParameters",
+            `Cannot use parameters ${parameters.kind ?? "(no kind)"} "${
+              parameters.name ?? ""
+            }": Sluice takes no GatewayClass parameters`,
+          ),
+      ],
       // Gateway API (GatewayClassStatus.supportedFeatures, GEP-2162): the
       // features this implementation supports, sorted.
       supportedFeatures: features.map((feature) => ({ name: feature })),

@@ -55,7 +55,7 @@ export function translateGateway(
     now,
   });
   const gateways = processGateways(objects.gateways ?? [], {
-    ourClasses: new Set(classes.models.map((c) => c.name)),
+    ourClasses: new Set(classes.models.filter((c) => c.accepted).map((c) => c.name)),
     secrets,
     grants,
     now,

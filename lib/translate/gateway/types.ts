@@ -35,7 +35,7 @@ export type Namespace = KubeObject;
 
 /** gateway.networking.k8s.io/v1 GatewayClass. */
 export interface GatewayClass extends KubeObject {
-  spec?: { controllerName?: string };
+  spec?: { controllerName?: string; parametersRef?: ObjectRef };
 }
 
 /** A reference from a Gateway or route to another object. */
@@ -183,6 +183,7 @@ export interface Condition {
 /** One GatewayClass of ours. */
 export interface ClassModel {
   readonly name: string;
+  /** False when the class is rejected (InvalidParameters): its Gateways are left alone. */
   readonly accepted: boolean;
 }
 
