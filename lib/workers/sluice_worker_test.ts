@@ -1,3 +1,10 @@
+/**
+ * `observeRequest()`: how the worker labels and counts a request in its metrics
+ * (by the rule's host, errors by the backend key, a retry after a reset as a
+ * retry).
+ *
+ * @module
+ */
 import { assert, assertStringIncludes } from "../../tests/support/assert.ts";
 import { DataPlaneMetrics } from "../metrics/data_plane_metrics.ts";
 import { renderMetrics, snapshotMetrics } from "../metrics/exposition.ts";

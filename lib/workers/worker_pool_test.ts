@@ -1,3 +1,12 @@
+/**
+ * `startWorkerPool()` and `WorkerPool`: snapshots served from every worker on
+ * shared ports, refusals at start (a worker that cannot listen, a first snapshot
+ * that cannot be compiled, a count that is not a whole number), a worker that
+ * never applies a snapshot lost by the heartbeat, heap readings, and
+ * `sluice_worker.ts` compiling a posted translation.
+ *
+ * @module
+ */
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { within } from "../../tests/support/wait.ts";
 import type { ServingCertificate } from "../routing/snapshot.ts";
@@ -6,6 +15,8 @@ import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import type { SluiceSnapshotData } from "./sluice_worker.ts";
 import type { StubSnapshotData } from "../../tests/support/stub_snapshot.ts";
 import { startWorkerPool } from "./worker_pool.ts";
+import type { ProbeSnapshotData } from "../../tests/support/snapshot_probe_worker.ts";
+import { PROBE, probe } from "../../tests/support/probe_pool.ts";
 
 const STUB_WORKER = new URL("../../tests/support/stub_worker.ts", import.meta.url);
 
@@ -176,5 +187,62 @@ Deno.test("a worker that answers pings but never applies a snapshot is lost, and
     assertEquals(pool.size, 0, "the deaf worker is counted lost");
   } finally {
     await pool.shutdown({ timeoutMs: 1_000 });
+  }
+});
+
+Deno.test("startWorkerPool() rejects, naming the cause, when the first snapshot cannot be compiled, and leaves nothing running", async () => {
+  const error = await assertRejects(() =>
+    startWorkerPool<ProbeSnapshotData>({
+      count: 2,
+      module: PROBE,
+      config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
+      snapshot: { version: 1, data: probe("start", { poison: "throw" }) },
+      heartbeatMs: 0,
+    })
+  );
+  assert(error.message.includes("Cannot start worker 0"), error.message);
+  assert(error.message.includes("poisoned on purpose"), error.message);
+});
+
+// Was a bug: a count of 1.5 started 2 workers while `count` said 1.5, so `size === count`
+// (liveness) could never hold.
+Deno.test("startWorkerPool() refuses a count that is not a whole number of workers", async () => {
+  for (const count of [0, 1.5, Number.NaN]) {
+    await assertRejects(
+      () =>
+        startWorkerPool<ProbeSnapshotData>({
+          count,
+          module: PROBE,
+          config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
+          snapshot: { version: 1, data: probe("start") },
+        }),
+      RangeError,
+    );
+  }
+});
+
+Deno.test("WorkerPool.heap() answers one heap reading per live worker", async () => {
+  const data: StubSnapshotData = {
+    version: 0,
+    routes: [],
+    certificates: [],
+    defaultCertificate: await generateSelfSignedCertificate({ hostnames: ["default.test"] }),
+  };
+  const pool = await startWorkerPool({
+    count: 2,
+    module: STUB_WORKER,
+    config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
+    snapshot: { version: 1, data },
+  });
+  try {
+    const heaps = await pool.heap({ timeoutMs: 10_000 });
+    assertEquals(heaps.length, 2);
+    for (const heap of heaps) {
+      assert(heap.heapUsed > 0 && heap.heapTotal >= heap.heapUsed, JSON.stringify(heap));
+      // This test process does not expose gc: the reading says so.
+      assertEquals(heap.collected, "gc" in globalThis);
+    }
+  } finally {
+    await pool.shutdown({ timeoutMs: 2_000 });
   }
 });

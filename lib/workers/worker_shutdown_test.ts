@@ -1,6 +1,13 @@
+/**
+ * A worker pool's shutdown: requests in flight on every worker finish and it
+ * reports graceful, a request outlasting the timeout is cut on time and
+ * reported, and WebSockets on every listener are closed with 1001.
+ *
+ * @module
+ */
 import { assert, assertEquals, assertStringIncludes } from "../../tests/support/assert.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
-import { within } from "../../tests/support/wait.ts";
+import { waitFor, within } from "../../tests/support/wait.ts";
 import { renderMetrics } from "../metrics/exposition.ts";
 import type { MetricsSnapshot } from "../metrics/exposition.ts";
 import {
@@ -15,6 +22,7 @@ import {
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import type { SluiceSnapshotData } from "./sluice_worker.ts";
 import { startWorkerPool } from "./worker_pool.ts";
+import { probeGet, probeStats, withProbePool } from "../../tests/support/probe_pool.ts";
 
 const certDefault = await generateSelfSignedCertificate({
   hostnames: ["chat.test"],
@@ -181,3 +189,33 @@ for (const listener of ["http", "https"] as const) {
     },
   });
 }
+
+Deno.test("shutdown() lets requests in flight on every worker finish, and reports graceful", async () => {
+  await withProbePool(2, async (pool, port) => {
+    const slow = Array.from({ length: 6 }, () => probeGet(port, "/?ms=600"));
+    await waitFor("6 requests in flight", async () => {
+      return (await probeStats(pool)).reduce((sum, s) => sum + s.inFlight, 0) === 6;
+    });
+    const stopped = await within(10_000, "the shutdown", pool.shutdown({ timeoutMs: 5_000 }));
+    assertEquals(stopped, { graceful: true, openConnections: 0 });
+    for (const body of await Promise.all(slow)) assert(body.startsWith("v1 start "), body);
+    assertEquals(pool.size, 0);
+  });
+});
+
+// Was a bug: a plain-HTTP worker cut at the deadline reported 0 open connections (Deno.serve
+// does not count them), so the pool said "graceful: false, openConnections: 0".
+Deno.test("shutdown() with a request outlasting its timeout ends on time and reports it cut", async () => {
+  await withProbePool(1, async (pool, port) => {
+    const slow = probeGet(port, "/?ms=8000").catch(() => "");
+    await waitFor("the request in flight", async () => (await probeStats(pool))[0]?.inFlight === 1);
+    const started = performance.now();
+    const stopped = await within(4_000, "the shutdown", pool.shutdown({ timeoutMs: 300 }));
+    const ms = performance.now() - started;
+    assertEquals(stopped.graceful, false);
+    assert(stopped.openConnections >= 1, `openConnections ${stopped.openConnections}`);
+    assertEquals(await slow, "", "the cut request got no answer");
+    // The pool waits for the worker's own report, not its 5 s slack.
+    assert(ms < 3_000, `shutdown took ${ms.toFixed(0)} ms`);
+  });
+});

@@ -1,8 +1,8 @@
 /**
- * How routing snapshots reach the serving workers, attacked: bursts of
- * publications, poisoned snapshots, workers lost mid-publish, swaps under
- * traffic, a 10,000-Ingress snapshot, and the pool's stop with work in
- * flight. Real workers, real sockets; the probe worker
+ * How routing snapshots reach the serving workers: bursts of publications
+ * coalesced, poisoned snapshots, workers lost mid-publish, data that cannot be
+ * posted, versions that are not newer, swaps under traffic, a 10,000-Ingress
+ * snapshot, and a publish in flight at shutdown. Real workers, real sockets; the probe worker
  * (`tests/support/snapshot_probe_worker.ts`) for the protocol, `sluice_worker.ts` with
  * echo backends for the data plane.
  *
@@ -10,86 +10,23 @@
  */
 import { assert, assertBetween, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { BENCH_OPTIONS, benchCluster } from "../../tests/support/bench_cluster.ts";
 import { translate } from "../translate/translate.ts";
-import type { ProbeSnapshotData, ProbeStats } from "../../tests/support/snapshot_probe_worker.ts";
+import type { ProbeSnapshotData } from "../../tests/support/snapshot_probe_worker.ts";
 import type { TrafficAnswer, TrafficOrder } from "../../tests/support/traffic_worker.ts";
 import { compileSluiceSnapshot, type SluiceSnapshotData } from "./sluice_worker.ts";
-import type { WorkerConfig } from "./protocol.ts";
 import { httpsGet, tlsHandshake } from "../../tests/support/tls_client.ts";
 import { type PublishResult, startWorkerPool, type WorkerPool } from "./worker_pool.ts";
-
-const PROBE = new URL("../../tests/support/snapshot_probe_worker.ts", import.meta.url);
-
-const [certOld, certNew] = await Promise.all([
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "old" }),
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "new" }),
-]);
-
-function probe(backend: string, extra: Partial<ProbeSnapshotData> = {}): ProbeSnapshotData {
-  return {
-    version: 0,
-    routes: [{ host: "a.test", path: "/", backend: { key: backend, service: "", endpoints: [] } }],
-    certificates: [],
-    defaultCertificate: certOld,
-    ...extra,
-  };
-}
-
-/** The body of one `GET path` on a fresh connection ("" when the connection closed without one). */
-async function get(port: number, path = "/", timeoutMs = 10_000): Promise<string> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  try {
-    await conn.write(
-      new TextEncoder().encode(`GET ${path} HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n`),
-    );
-    const text = await within(
-      timeoutMs,
-      `the answer to ${path}`,
-      new Response(conn.readable).text(),
-    );
-    return text.slice(text.indexOf("\r\n\r\n") + 4);
-  } finally {
-    try {
-      conn.close();
-    } catch {
-      // Closed with its readable.
-    }
-  }
-}
-
-async function withProbePool(
-  count: number,
-  fn: (pool: WorkerPool<ProbeSnapshotData>, port: number) => Promise<void>,
-  options: { config?: Partial<WorkerConfig>; heartbeatMs?: number } = {},
-): Promise<void> {
-  const pool = await startWorkerPool<ProbeSnapshotData>({
-    count,
-    module: PROBE,
-    config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null, ...options.config },
-    snapshot: { version: 1, data: probe("start") },
-    heartbeatMs: options.heartbeatMs ?? 0,
-  });
-  try {
-    await fn(pool, pool.httpPort!);
-  } finally {
-    await pool.shutdown({ timeoutMs: 2_000 });
-  }
-}
-
-async function stats(pool: WorkerPool<ProbeSnapshotData>): Promise<ProbeStats[]> {
-  const all = (await pool.collect({ timeoutMs: 5_000 })) as ProbeStats[];
-  return all.sort((a, b) => a.worker - b.worker);
-}
-
-/** `n` requests on fresh connections (the kernel spreads them over the workers). */
-async function bodies(port: number, n: number, path = "/"): Promise<string[]> {
-  const out: string[] = [];
-  for (let i = 0; i < n; i++) out.push(await get(port, path));
-  return out;
-}
+import {
+  certNew,
+  certOld,
+  probe,
+  probeBodies,
+  probeGet,
+  probeStats,
+  withProbePool,
+} from "../../tests/support/probe_pool.ts";
 
 // Was a bug: every publication of a burst was cloned into every worker and compiled there in
 // turn (1,001 compiles per worker for 1,000 publications): the last one waited for all of them.
@@ -99,11 +36,11 @@ Deno.test("a burst of 1,000 publications is coalesced: every worker ends on the 
     for (let v = 2; v <= 1_001; v++) results.push(pool.publish(v, probe(`b${v}`)));
     const settled = await within(15_000, "every publish() to resolve", Promise.all(results));
     assertEquals(settled.filter((r) => r.rejected.length > 0), []);
-    assertEquals((await stats(pool)).map((s) => s.version), [1_001, 1_001]);
-    const served = await bodies(port, 20);
+    assertEquals((await probeStats(pool)).map((s) => s.version), [1_001, 1_001]);
+    const served = await probeBodies(port, 20);
     assertEquals(served.filter((b) => !b.startsWith("v1001 b1001 ")), []);
     // Coalesced: the start snapshot, the first of the burst (if the worker was idle), the last.
-    for (const { compiles } of await stats(pool)) assertBetween(compiles, 2, 3, "compiles");
+    for (const { compiles } of await probeStats(pool)) assertBetween(compiles, 2, 3, "compiles");
   });
 });
 
@@ -121,7 +58,7 @@ Deno.test("a burst of 200 certificate changes over HTTPS ends with every worker'
       );
     }
     await within(15_000, "every publish() to resolve", Promise.all(results));
-    assertEquals((await stats(pool)).map((s) => s.version), [201, 201]);
+    assertEquals((await probeStats(pool)).map((s) => s.version), [201, 201]);
     // v201 is odd: the old certificate again. Only it verifies; 20 fresh handshakes reach both workers.
     const workers = new Set<string>();
     for (let i = 0; i < 20; i++) {
@@ -143,7 +80,8 @@ Deno.test("a burst of 200 certificate changes over HTTPS ends with every worker'
 
 Deno.test("a poisoned snapshot superseded inside a burst is never compiled, and one that ends a burst is rejected by every worker", async () => {
   await withProbePool(2, async (pool, port) => {
-    const bodiesNow = async () => new Set((await bodies(port, 10)).map((b) => b.split(" ")[0]));
+    const bodiesNow = async () =>
+      new Set((await probeBodies(port, 10)).map((b) => b.split(" ")[0]));
     // Posted at once to idle workers: v2. Then only the newest is posted: v4; v3 is superseded.
     const first = await within(
       10_000,
@@ -156,7 +94,7 @@ Deno.test("a poisoned snapshot superseded inside a burst is never compiled, and 
     );
     assertEquals(first, [{ rejected: [] }, { rejected: [] }, { rejected: [] }]);
     // At most the start snapshot, v2 (if the worker was idle) and v4.
-    for (const { compiles } of await stats(pool)) assertBetween(compiles, 2, 3, "compiles");
+    for (const { compiles } of await probeStats(pool)) assertBetween(compiles, 2, 3, "compiles");
     assertEquals(await bodiesNow(), new Set(["v4"]));
 
     // A burst that ends with a bad one: v5 is posted, v6 superseded by v7, which every worker
@@ -176,7 +114,7 @@ Deno.test("a poisoned snapshot superseded inside a burst is never compiled, and 
     assert(seven.rejected[0]!.message.includes("poisoned on purpose"), seven.rejected[0]!.message);
     assertEquals(pool.size, 2);
     assertEquals(await bodiesNow(), new Set(["v5"]));
-    assertEquals((await stats(pool)).map((s) => s.version), [5, 5]);
+    assertEquals((await probeStats(pool)).map((s) => s.version), [5, 5]);
 
     // The next good one is served.
     assertEquals(await pool.publish(8, probe("eight")), { rejected: [] });
@@ -189,7 +127,7 @@ Deno.test("a snapshot poisoned in one worker only is reported for that worker; t
     const result = await pool.publish(2, probe("two", { poison: "throw", poisonWorkers: [1] }));
     assertEquals(result.rejected.map((r) => r.worker), [1]);
     const served = new Set(
-      (await bodies(port, 30)).map((b) =>
+      (await probeBodies(port, 30)).map((b) =>
         b.split(" ").slice(0, 2).join(" ") + " " + b.split(" ").at(-1)
       ),
     );
@@ -206,37 +144,23 @@ Deno.test("a worker whose compile hangs is lost by the heartbeat, publish() stil
     );
     assertEquals(result, { rejected: [] });
     assertEquals(pool.size, 1);
-    assertEquals((await stats(pool)).map((s) => [s.worker, s.version]), [[0, 2]]);
+    assertEquals((await probeStats(pool)).map((s) => [s.worker, s.version]), [[0, 2]]);
     // Deno 2.9.6 cannot terminate a worker inside a busy loop: the lost worker keeps its
     // listening socket until its loop ends, and the kernel still hands it new connections,
     // which get no answer. (See the report: readiness should go false when a worker is lost.)
     let unanswered = 0;
     for (let i = 0; i < 20 && unanswered === 0; i++) {
-      if (await get(port, "/", 300).then(() => false, () => true)) unanswered++;
+      if (await probeGet(port, "/", 300).then(() => false, () => true)) unanswered++;
     }
     assert(unanswered > 0, "a connection reached the hung worker");
     // Once its loop ends, the terminated worker exits and only worker 0 is left on the port.
     await waitFor("the hung worker's socket to close", async () => {
       const all = await Promise.all(
-        Array.from({ length: 10 }, () => get(port, "/", 1_000).catch(() => "")),
+        Array.from({ length: 10 }, () => probeGet(port, "/", 1_000).catch(() => "")),
       );
       return all.every((b) => b.startsWith("v2 two ") && b.endsWith("worker=0"));
     }, { timeoutMs: 10_000 });
   }, { heartbeatMs: 200 });
-});
-
-Deno.test("startWorkerPool() rejects, naming the cause, when the first snapshot cannot be compiled, and leaves nothing running", async () => {
-  const error = await assertRejects(() =>
-    startWorkerPool<ProbeSnapshotData>({
-      count: 2,
-      module: PROBE,
-      config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
-      snapshot: { version: 1, data: probe("start", { poison: "throw" }) },
-      heartbeatMs: 0,
-    })
-  );
-  assert(error.message.includes("Cannot start worker 0"), error.message);
-  assert(error.message.includes("poisoned on purpose"), error.message);
 });
 
 // Was a bug: publish() threw DataCloneError synchronously (a caller's .catch never ran) after
@@ -256,11 +180,11 @@ Deno.test("publish() reports data that cannot be posted as rejected by every wor
       result.rejected[0]!.message.includes("could not be cloned"),
       result.rejected[0]!.message,
     );
-    assertEquals((await bodies(port, 10)).filter((b) => !b.startsWith("v1 start ")), []);
+    assertEquals((await probeBodies(port, 10)).filter((b) => !b.startsWith("v1 start ")), []);
     assertEquals(await within(5_000, "the next publish()", pool.publish(3, probe("three"))), {
       rejected: [],
     });
-    assertEquals((await bodies(port, 10)).filter((b) => !b.startsWith("v3 three ")), []);
+    assertEquals((await probeBodies(port, 10)).filter((b) => !b.startsWith("v3 three ")), []);
   });
 });
 
@@ -272,7 +196,7 @@ Deno.test("publish() refuses a version that is not newer than the last one publi
     // The worker would ignore it and still answer `applied`: the caller would believe it served.
     await assertRejects(() => pool.publish(5, probe("other five")), RangeError);
     await assertRejects(() => pool.publish(4, probe("four")), RangeError);
-    assert((await get(port)).startsWith("v5 five "));
+    assert((await probeGet(port)).startsWith("v5 five "));
   });
 });
 
@@ -297,9 +221,9 @@ Deno.test("shutdown() with a publish() in flight settles both, and publish() aft
 
 Deno.test("a request in flight while snapshots swap finishes on the snapshot it started with", async () => {
   await withProbePool(1, async (pool, port) => {
-    const slow = get(port, "/?ms=1500");
+    const slow = probeGet(port, "/?ms=1500");
     await waitFor("the slow request to be in flight", async () => {
-      return (await stats(pool))[0]?.inFlight === 1;
+      return (await probeStats(pool))[0]?.inFlight === 1;
     });
     for (let v = 2; v <= 20; v++) await pool.publish(v, probe(`b${v}`));
     const body = await slow;
@@ -542,52 +466,5 @@ Deno.test("a 10,000-Ingress snapshot reaches 2 workers while requests keep being
   } finally {
     await pool.shutdown({ timeoutMs: 2_000 });
     await echo.close();
-  }
-});
-
-Deno.test("shutdown() lets requests in flight on every worker finish, and reports graceful", async () => {
-  await withProbePool(2, async (pool, port) => {
-    const slow = Array.from({ length: 6 }, () => get(port, "/?ms=600"));
-    await waitFor("6 requests in flight", async () => {
-      return (await stats(pool)).reduce((sum, s) => sum + s.inFlight, 0) === 6;
-    });
-    const stopped = await within(10_000, "the shutdown", pool.shutdown({ timeoutMs: 5_000 }));
-    assertEquals(stopped, { graceful: true, openConnections: 0 });
-    for (const body of await Promise.all(slow)) assert(body.startsWith("v1 start "), body);
-    assertEquals(pool.size, 0);
-  });
-});
-
-// Was a bug: a plain-HTTP worker cut at the deadline reported 0 open connections (Deno.serve
-// does not count them), so the pool said "graceful: false, openConnections: 0".
-Deno.test("shutdown() with a request outlasting its timeout ends on time and reports it cut", async () => {
-  await withProbePool(1, async (pool, port) => {
-    const slow = get(port, "/?ms=8000").catch(() => "");
-    await waitFor("the request in flight", async () => (await stats(pool))[0]?.inFlight === 1);
-    const started = performance.now();
-    const stopped = await within(4_000, "the shutdown", pool.shutdown({ timeoutMs: 300 }));
-    const ms = performance.now() - started;
-    assertEquals(stopped.graceful, false);
-    assert(stopped.openConnections >= 1, `openConnections ${stopped.openConnections}`);
-    assertEquals(await slow, "", "the cut request got no answer");
-    // The pool waits for the worker's own report, not its 5 s slack.
-    assert(ms < 3_000, `shutdown took ${ms.toFixed(0)} ms`);
-  });
-});
-
-// Was a bug: a count of 1.5 started 2 workers while `count` said 1.5, so `size === count`
-// (liveness) could never hold.
-Deno.test("startWorkerPool() refuses a count that is not a whole number of workers", async () => {
-  for (const count of [0, 1.5, Number.NaN]) {
-    await assertRejects(
-      () =>
-        startWorkerPool<ProbeSnapshotData>({
-          count,
-          module: PROBE,
-          config: { hostname: "127.0.0.1", httpPort: 0, httpsPort: null },
-          snapshot: { version: 1, data: probe("start") },
-        }),
-      RangeError,
-    );
   }
 });
