@@ -178,3 +178,47 @@ Deno.test("normalizeIp() unmaps IPv4-mapped addresses in any spelling and leaves
   assertEquals(normalizeIp("ffff::1"), "ffff::1");
   assertEquals(normalizeIp("fd00::1"), "fd00::1");
 });
+
+Deno.test("trusted proxy ranges: the CIDR parser the workers use refuses every malformed range", () => {
+  const bad = [
+    "10.0.0.0/33",
+    "::/129",
+    "1:2:3:4:5:6:7:8/129",
+    "010.0.0.1",
+    "10.0.0.00/8",
+    "256.0.0.0/8",
+    "10.0.0/8",
+    "10.0.0.0/",
+    "/8",
+    "10.0.0.0/-1",
+    "10.0.0.0/ 8",
+    "10.0.0.0/8/8",
+    "1::2::3",
+    "12345::/16",
+    "fe80::1%eth0",
+    "[::1]/128",
+    "::ffff:1.2.3.256/128",
+    "localhost",
+  ];
+  for (const range of bad) {
+    let error: unknown;
+    try {
+      createCidrMatcher([range]);
+    } catch (e) {
+      error = e;
+    }
+    assert(error instanceof TypeError, `"${range}" is refused`);
+    assert(error.message.includes(`"${range}"`), `the message names "${range}": ${error.message}`);
+  }
+  // IPv4-mapped ranges match the IPv4 address, and only it.
+  const mapped = createCidrMatcher(["::ffff:1.2.3.4/128"]);
+  assertEquals(
+    ["1.2.3.4", "::ffff:1.2.3.4", "1.2.3.5"].map((a) => mapped.contains(a)),
+    [true, true, false],
+  );
+  const v6 = createCidrMatcher(["fd00::/8", "::1"]);
+  assertEquals(
+    ["fd12::1", "fe00::1", "::1", "127.0.0.1"].map((a) => v6.contains(a)),
+    [true, false, true, false],
+  );
+});
