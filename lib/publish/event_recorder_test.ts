@@ -1,3 +1,12 @@
+/**
+ * Events for issues (`eventForIssue()`, `EventRecorder`): one Warning Event per
+ * issue within the API's limits (names, messages, surrogate pairs), once across
+ * rebuilds and again when it returns, only while leading, at most `concurrency`
+ * at a time, bounded for issues that flap, with backoff and one warning when the
+ * API always refuses, and memory that follows the current issues.
+ *
+ * @module
+ */
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { captureLogs } from "../../tests/support/captured_logs.ts";
 import type { Issue } from "../translate/issues.ts";
@@ -9,6 +18,7 @@ import {
   ISSUE_REASON,
 } from "./event_recorder.ts";
 import { hangingRequests } from "../../tests/support/hanging_requests.ts";
+import { KubeApiError } from "../k8s/kube_client.ts";
 
 const missingService: Issue = {
   kind: "Ingress",
@@ -189,4 +199,143 @@ Deno.test("EventRecorder.close() ends a create in flight without warning about i
   await recorder.close();
   await recorded;
   assertEquals(logs.lines().filter((line) => line.startsWith("warning")), []);
+});
+
+function issue(i: number, message = "Cannot route: no such Service"): Issue {
+  return { kind: "Ingress", namespace: "shop", name: `web-${i}`, field: "spec", message };
+}
+
+function quietLogger() {
+  // deno-lint-ignore no-explicit-any
+  const noop = (() => {}) as any;
+  // deno-lint-ignore no-explicit-any
+  const logger: any = { debug: noop, info: noop, warn: noop, error: noop };
+  logger.with = () => logger;
+  return logger;
+}
+
+/** A logger that counts warnings. */
+function countingLogger() {
+  const logger = quietLogger();
+  const counts = { warn: 0 };
+  logger.warn = () => counts.warn++;
+  return { logger, counts };
+}
+
+/** A client whose answers settle one macrotask later, tracking the most requests in flight. */
+function slowEventClient(fail?: () => Error | undefined) {
+  const state = { inFlight: 0, most: 0, calls: 0, events: [] as CoreEvent[] };
+  const client = {
+    create<T>(_r: unknown, _at: unknown, object: unknown): Promise<T> {
+      state.calls++;
+      state.inFlight++;
+      state.most = Math.max(state.most, state.inFlight);
+      return new Promise<T>((resolve, reject) =>
+        setTimeout(() => {
+          state.inFlight--;
+          const error = fail?.();
+          if (error !== undefined) reject(error);
+          else {
+            state.events.push(object as CoreEvent);
+            resolve(object as T);
+          }
+        }, 0)
+      );
+    },
+  } as EventClient;
+  return { client, state };
+}
+
+Deno.test("EventRecorder creates 1,000 issues' Events once each, at most `concurrency` at a time", async () => {
+  const { client, state } = slowEventClient();
+  const recorder = new EventRecorder({ client, isLeader: () => true, logger: quietLogger() });
+  const issues = Array.from({ length: 1_000 }, (_, i) => issue(i));
+  // Two rebuilds racing: the second must not report what the first is reporting.
+  const [first, second] = await Promise.all([recorder.record(issues), recorder.record(issues)]);
+  assertEquals(first.created + second.created, 1_000);
+  assertEquals(state.calls, 1_000);
+  assert(state.most <= 4, `${state.most} Events created at once`);
+  assertEquals(await recorder.record(issues), { created: 0, failed: 0 });
+  assertEquals(recorder.tracked, 1_000);
+  await recorder.close();
+});
+
+Deno.test("EventRecorder forgets issues that are gone, so memory follows the current issues", async () => {
+  const { client } = slowEventClient();
+  const recorder = new EventRecorder({ client, isLeader: () => true, logger: quietLogger() });
+  for (let round = 0; round < 20; round++) {
+    await recorder.record(Array.from({ length: 100 }, (_, i) => issue(round * 100 + i)));
+    assertEquals(recorder.tracked, 100);
+  }
+  await recorder.close();
+});
+
+Deno.test("EventRecorder.record() resolves, never rejects, when the client throws synchronously", async () => {
+  const client = {
+    create(): Promise<never> {
+      throw new TypeError("Cannot create: broken client");
+    },
+  } as unknown as EventClient;
+  const recorder = new EventRecorder({ client, isLeader: () => true, logger: quietLogger() });
+  // The first refusal holds the second Event back (the API's backoff).
+  assertEquals(await recorder.record([issue(1), issue(2)]), { created: 0, failed: 1 });
+  await recorder.close();
+});
+
+// Was a bug: an issue that disappears and returns (flaps) gets a new Event every time it returns, without any rate limit (client-go's recorder caps a burst per object); a flapping issue floods the Events API.
+Deno.test({
+  name: "EventRecorder bounds the Events an issue that flaps every rebuild creates",
+
+  async fn() {
+    const { client, state } = slowEventClient();
+    const recorder = new EventRecorder({ client, isLeader: () => true, logger: quietLogger() });
+    for (let rebuild = 0; rebuild < 200; rebuild++) {
+      await recorder.record(rebuild % 2 === 0 ? [issue(1)] : []);
+    }
+    assert(state.events.length <= 25, `${state.events.length} Events for one flapping issue`);
+    await recorder.close();
+  },
+});
+
+// Was a bug: when the Events API always refuses (e.g. 403, RBAC missing), every record() call (every rebuild) re-sends every issue's Event and logs one warning per issue; no backoff, no once-only diagnostic.
+Deno.test({
+  name: "EventRecorder backs off and warns once when the Events API always refuses",
+
+  async fn() {
+    const forbidden = () =>
+      new KubeApiError("create", 403, { reason: "Forbidden", message: "events is forbidden" });
+    const { client, state } = slowEventClient(forbidden);
+    const { logger, counts } = countingLogger();
+    const recorder = new EventRecorder({ client, isLeader: () => true, logger });
+    const issues = Array.from({ length: 100 }, (_, i) => issue(i));
+    for (let rebuild = 0; rebuild < 10; rebuild++) {
+      const result = await recorder.record(issues);
+      assertEquals(result.created, 0);
+    }
+    assert(state.calls <= 200, `${state.calls} Event creations refused with 403`);
+    assert(counts.warn <= 10, `${counts.warn} warnings logged`);
+    await recorder.close();
+  },
+});
+
+// Was a bug: the message was cut at 1,023 UTF-16 code units, which could split a surrogate pair.
+Deno.test({
+  name: "eventForIssue() never cuts a message inside a surrogate pair",
+
+  fn() {
+    for (const pad of ["", "x"]) {
+      const text = `Cannot use host "${pad}${"\u{1F600}".repeat(1_000)}"`;
+      const event = eventForIssue(issue(1, text), { suffix: "0123456789abcdef", now: 0 })!;
+      assert(event.message.length <= 1024);
+      assert(event.message.isWellFormed(), `a lone surrogate with pad "${pad}"`);
+    }
+  },
+});
+
+Deno.test("eventForIssue() keeps the Event name within 253 characters for a 253-character object name", () => {
+  const long = { ...issue(1), name: "a".repeat(253) };
+  const event = eventForIssue(long, { suffix: "0123456789abcdef", now: 0 })!;
+  assertEquals(event.metadata.name.length, 253);
+  assert(event.metadata.name.endsWith(".0123456789abcdef"));
+  assertEquals(event.involvedObject.name, long.name);
 });

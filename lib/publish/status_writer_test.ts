@@ -1,4 +1,13 @@
-import { assertEquals } from "../../tests/support/assert.ts";
+/**
+ * Ingress status (`desiredAddresses()`, `planStatus()`, `StatusWriter`): the
+ * addresses written, only on our Ingresses and only when they differ, coalesced
+ * within the hold-off, only while leading, at most `concurrency` at a time, with
+ * growing delays after a conflict, and never repeated before the store catches
+ * up.
+ *
+ * @module
+ */
+import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { captureLogs } from "../../tests/support/captured_logs.ts";
 import { KubeApiError } from "../k8s/kube_client.ts";
@@ -245,4 +254,107 @@ Deno.test("StatusWriter.close() ends a write in flight without warning about it"
   await writer.close();
   await synced;
   assertEquals(logs.lines().filter((line) => line.startsWith("warning")), []);
+});
+
+/** A leading StatusWriter publishing 192.0.2.1, with no hold-off and a silent logger. */
+function leadingWriter(
+  client: StatusClient,
+  options: Partial<StatusWriterOptions> = {},
+): StatusWriter {
+  return new StatusWriter({
+    client,
+    isLeader: () => true,
+    publishStatusAddresses: ["192.0.2.1"],
+    holdOffMs: 0,
+    logger: quietLogger(),
+    ...options,
+  });
+}
+
+function quietLogger() {
+  // deno-lint-ignore no-explicit-any
+  const noop = (() => {}) as any;
+  // deno-lint-ignore no-explicit-any
+  const logger: any = { debug: noop, info: noop, warn: noop, error: noop };
+  logger.with = () => logger;
+  return logger;
+}
+
+function ingressNamed(key: string, ips: string[] = [], resourceVersion = "1"): Ingress {
+  const [namespace, name] = key.split("/");
+  return {
+    metadata: { namespace: namespace!, name: name!, resourceVersion },
+    status: { loadBalancer: ips.length > 0 ? { ingress: ips.map((ip) => ({ ip })) } : {} },
+  };
+}
+
+function slowStatusClient(fail: (name: string) => Error | undefined = () => undefined) {
+  const state = { inFlight: 0, most: 0, patches: [] as string[] };
+  const client = {
+    patch<T>(_r: unknown, at: { name?: string }): Promise<T> {
+      state.patches.push(at.name ?? "");
+      state.inFlight++;
+      state.most = Math.max(state.most, state.inFlight);
+      return new Promise<T>((resolve, reject) =>
+        setTimeout(() => {
+          state.inFlight--;
+          const error = fail(at.name ?? "");
+          if (error !== undefined) reject(error);
+          else resolve({ metadata: { resourceVersion: "99" } } as T);
+        }, 0)
+      );
+    },
+  } as StatusClient;
+  return { client, state };
+}
+
+Deno.test("StatusWriter writes 1,000 Ingresses' statuses once each, at most `concurrency` at a time, in one pass", async () => {
+  const { client, state } = slowStatusClient();
+  const writer = leadingWriter(client);
+  const keys = Array.from({ length: 1_000 }, (_, i) => `shop/web-${i}`);
+  const input = { ingresses: keys.map((k) => ingressNamed(k)), owned: new Set(keys) };
+  const results = await Promise.all([writer.sync(input), writer.sync(input), writer.sync(input)]);
+  assertEquals(results[0]!.written, 1_000);
+  assertEquals(state.patches.length, 1_000);
+  assert(state.most <= 4, `${state.most} status patches at once`);
+  // Until the store catches up, nothing is written again.
+  assertEquals((await writer.sync(input)).written, 0);
+  assertEquals(state.patches.length, 1_000);
+  await writer.close();
+});
+
+Deno.test("StatusWriter retries a conflicting write with growing delays, not in a tight loop", async () => {
+  const { client, state } = slowStatusClient(() =>
+    new KubeApiError("patch", 409, { reason: "Conflict" })
+  );
+  const writer = leadingWriter(client, { retryMs: { min: 20, max: 80 } });
+  const started = performance.now();
+  assertEquals(
+    (await writer.sync({ ingresses: [ingressNamed("shop/web")], owned: new Set(["shop/web"]) }))
+      .failed,
+    1,
+  );
+  // Retries run by themselves: 20, 40, 80, 80 ms later.
+  await waitFor("five attempts", () => state.patches.length >= 5, { timeoutMs: 5_000 });
+  const elapsed = performance.now() - started;
+  assert(elapsed >= 20 + 40 + 80 + 80 - 10, `5 attempts within ${elapsed} ms`);
+  await writer.close();
+});
+
+// Was a bug: after a successful clear, #apply deletes the #written entry and nothing remembers the clear, so every pass before the store catches up re-sends the clear (with a stale resourceVersion: a 409 and a retry in the real API).
+Deno.test({
+  name: "StatusWriter does not repeat a clear the store has not caught up with",
+
+  async fn() {
+    const { client, state } = slowStatusClient();
+    const writer = leadingWriter(client);
+    const left = {
+      ingresses: [ingressNamed("shop/left", ["192.0.2.1"], "7")],
+      owned: new Set<string>(),
+    };
+    assertEquals((await writer.sync(left)).cleared, 1);
+    for (let rebuild = 0; rebuild < 5; rebuild++) await writer.sync(left);
+    assertEquals(state.patches, ["left"]);
+    await writer.close();
+  },
 });
