@@ -1,21 +1,34 @@
 /**
  * Publishing back against the real kube-apiserver: Ingress status from
- * `--publish-status-address` and `--publish-service`, Events for issues, and
- * all of it as the ServiceAccount bound to the RBAC in `manifests/`.
+ * `--publish-status-address` and `--publish-service` (written again after a
+ * write stuck in a partition once the leader leads again; an Ingress deleted
+ * meanwhile counted as gone; a status the API refuses backed off from), Events
+ * for issues (a 5,000-character message cut to the limit), and all of it as the
+ * ServiceAccount bound to the RBAC in `manifests/`.
  *
  * @module
  */
 import { assert, assertEquals, assertNotEquals } from "../support/assert.ts";
-import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
+import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
 import type { Ingress } from "../../lib/k8s/objects.ts";
 import { EVENTS, INGRESSES, LEASES, SERVICES } from "../../lib/k8s/resources.ts";
 import { EventRecorder, ISSUE_REASON } from "../../lib/publish/event_recorder.ts";
-import { LeaderElector } from "../../lib/publish/leader_election.ts";
-import { type PublishedService, StatusWriter } from "../../lib/publish/status_writer.ts";
+import {
+  LeaderElector,
+  type LeaderElectorOptions,
+  type LeaseClient,
+} from "../../lib/publish/leader_election.ts";
+import {
+  type PublishedService,
+  StatusWriter,
+  type StatusWriterOptions,
+} from "../../lib/publish/status_writer.ts";
 import type { Issue } from "../../lib/translate/issues.ts";
 import { controllerIdentity } from "../support/controller_identity.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor } from "../support/wait.ts";
+import { webIngressSpec } from "../support/fixture_objects.ts";
+import { clientThrough, startRelay } from "../support/apiserver_relay.ts";
 
 interface CoreEventObject extends KubeObject {
   involvedObject: { kind: string; name: string; uid?: string };
@@ -281,6 +294,240 @@ Deno.test("the RBAC in manifests/ suffices for leader election, status and Event
     await writer.close();
     await recorder.close();
     await sa.cleanup();
+    admin.access.close();
+  }
+});
+
+const LEASE_MS = 2_000;
+const RENEW_DEADLINE_MS = 1_000;
+const RETRY_MS = 250;
+
+/** Leadership transitions of one or more electors, with monotonic times. */
+class Timeline {
+  readonly entries: { what: string; at: number }[] = [];
+  mark(what: string): void {
+    this.entries.push({ what, at: performance.now() });
+  }
+  at(what: string): number | undefined {
+    return this.entries.find((e) => e.what === what)?.at;
+  }
+  count(what: string): number {
+    return this.entries.filter((e) => e.what === what).length;
+  }
+  toString(): string {
+    const t0 = this.entries[0]?.at ?? 0;
+    return this.entries.map((e) => `${Math.round(e.at - t0)} ms ${e.what}`).join(", ");
+  }
+}
+
+function elector(
+  client: LeaseClient,
+  ns: string,
+  identity: string,
+  timeline: Timeline,
+  extra: Partial<LeaderElectorOptions> = {},
+): LeaderElector {
+  return new LeaderElector({
+    client,
+    namespace: ns,
+    identity,
+    leaseDurationMs: LEASE_MS,
+    renewDeadlineMs: RENEW_DEADLINE_MS,
+    retryPeriodMs: RETRY_MS,
+    onStartedLeading: () => timeline.mark(`${identity} started`),
+    onStoppedLeading: () => timeline.mark(`${identity} stopped`),
+    ...extra,
+  });
+}
+
+function webIngress(name: string, host = `${name}.example.com`) {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
+    metadata: { name },
+    spec: webIngressSpec(host),
+  };
+}
+
+async function ingressStatusOf(client: KubeClient, ns: string, name = "web"): Promise<string> {
+  const found = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
+  return (found.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname).join(",");
+}
+
+// Was a bug: StatusWriter.#apply (lib/publish/status_writer.ts) sent its PATCH without a signal or
+// a deadline: a write caught in a partition hung, `#running` never settled, and no later pass ran,
+// so after leadership returned the status was never written again (and close() hung). Each write
+// (and each Event create) now has a deadline (writeTimeoutMs, 10 s) and close() aborts them.
+Deno.test({
+  name:
+    "StatusWriter writes status again after a write stuck in a partition, once the leader leads again",
+  async fn() {
+    const admin = await adminClient();
+    const ns = await freshNamespace(admin.client, "hc-stuck-status");
+    await admin.client.create(INGRESSES, { namespace: ns }, webIngress("web"));
+    await using relay = startRelay(admin.client.server);
+    const cut = await clientThrough(relay, { http2: false });
+    const timeline = new Timeline();
+    const a = elector(cut.client, ns, "a", timeline);
+    const writer = new StatusWriter({
+      client: cut.client,
+      isLeader: () => a.isLeader(),
+      publishStatusAddresses: ["192.0.2.7"],
+      holdOffMs: 0,
+      retryMs: { min: 100, max: 400 },
+      writeTimeoutMs: 1_000,
+    });
+    const sync = async () =>
+      await writer.sync({
+        ingresses: (await admin.client.listAll<Ingress>(INGRESSES, { namespace: ns })).items,
+        owned: new Set([`${ns}/web`]),
+      });
+    try {
+      a.start();
+      await waitFor("a to lead", () => a.isLeader());
+      relay.setMode("drop");
+      void sync(); // this write is lost in the partition
+      await waitFor("a to stop", () => timeline.at("a stopped") !== undefined);
+      relay.setMode("pass");
+      await waitFor("a to lead again", () => a.isLeader(), { timeoutMs: 5_000 });
+      void sync();
+      await waitFor(
+        "the status",
+        async () => await ingressStatusOf(admin.client, ns) === "192.0.2.7",
+        {
+          timeoutMs: 5_000,
+        },
+      );
+    } finally {
+      relay.cutAll();
+      await a.stop({ release: false });
+      await writer.close();
+      cut.access.close();
+      admin.access.close();
+    }
+  },
+});
+
+async function createClasslessIngress(
+  client: KubeClient,
+  ns: string,
+  name: string,
+): Promise<Ingress> {
+  return await client.create<Ingress>(INGRESSES, { namespace: ns }, {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
+    metadata: { name },
+    spec: { defaultBackend: { service: { name: "web", port: { number: 80 } } } },
+  });
+}
+
+Deno.test("StatusWriter counts a write to an Ingress deleted meanwhile as gone, not failed, and does not retry it", async () => {
+  const admin = await adminClient();
+  const ns = await freshNamespace(admin.client, "hostile-status-gone");
+  const { writer, patches } = countingWriter(admin.client, {
+    publishStatusAddresses: ["192.0.2.1"],
+    retryMs: { min: 50, max: 50 },
+  });
+  try {
+    const stale = await createClasslessIngress(admin.client, ns, "web");
+    await admin.client.delete(INGRESSES, { namespace: ns, name: "web" });
+    const result = await writer.sync({ ingresses: [stale], owned: new Set([`${ns}/web`]) });
+    assertEquals(result, { written: 0, cleared: 0, failed: 0, notLeader: 0 });
+    assertEquals(patches(), 1);
+    // Once the store has caught up, nothing is written.
+    assertEquals(await writer.sync({ ingresses: [], owned: new Set() }), {
+      written: 0,
+      cleared: 0,
+      failed: 0,
+      notLeader: 0,
+    });
+    assertEquals(patches(), 1);
+  } finally {
+    await writer.close();
+    admin.access.close();
+  }
+});
+
+// Was a bug: StatusWriter.#schedule lets any fresh sync cut a retry's backoff short, so a status the API always refuses (422) is re-sent on every rebuild (each published translation), not with the 1 s..30 s backoff.
+Deno.test({
+  name: "StatusWriter backs off from a status the API refuses, however often it is synced",
+
+  async fn() {
+    const admin = await adminClient();
+    const ns = await freshNamespace(admin.client, "hostile-status-422");
+    const { writer, patches } = countingWriter(admin.client, {
+      // Not an IP, and not a valid DNS name either: the API answers 422.
+      publishStatusAddresses: ["Not_A-Valid.Host!"],
+      retryMs: { min: 60_000, max: 60_000 },
+      logger: silentLogger(),
+    });
+    try {
+      const web = await createClasslessIngress(admin.client, ns, "web");
+      const input = { ingresses: [web], owned: new Set([`${ns}/web`]) };
+      assertEquals((await writer.sync(input)).failed, 1);
+      // Ten rebuilds in the next moments, the Ingress unchanged.
+      for (let rebuild = 0; rebuild < 10; rebuild++) await writer.sync(input);
+      assert(patches() <= 2, `${patches()} status patches refused with 422 within one backoff`);
+    } finally {
+      await writer.close();
+      admin.access.close();
+    }
+  },
+});
+
+/** A leading StatusWriter on the real API (no hold-off) that counts its PATCH requests. */
+function countingWriter(
+  client: KubeClient,
+  options: Omit<StatusWriterOptions, "client" | "isLeader" | "holdOffMs">,
+): { writer: StatusWriter; patches: () => number } {
+  let patches = 0;
+  const counting = {
+    patch: <T>(...args: Parameters<KubeClient["patch"]>) => {
+      patches++;
+      return client.patch<T>(...args);
+    },
+  };
+  const writer = new StatusWriter({
+    client: counting,
+    isLeader: () => true,
+    holdOffMs: 0,
+    ...options,
+  });
+  return { writer, patches: () => patches };
+}
+
+function silentLogger() {
+  // deno-lint-ignore no-explicit-any
+  const noop = (() => {}) as any;
+  // deno-lint-ignore no-explicit-any
+  return { debug: noop, info: noop, warn: noop, error: noop, with: () => silentLogger() } as any;
+}
+
+interface EventWithMessage extends KubeObject {
+  message: string;
+}
+
+Deno.test("EventRecorder gets an Event with a 5,000-character multi-byte message accepted, cut to the limit", async () => {
+  const admin = await adminClient();
+  const ns = await freshNamespace(admin.client, "hostile-events-long");
+  const recorder = new EventRecorder({ client: admin.client, isLeader: () => true });
+  try {
+    const issue: Issue = {
+      kind: "Ingress",
+      namespace: ns,
+      name: "web",
+      field: "metadata.annotations",
+      message: `Cannot use annotation value "${"é\u2603".repeat(2_500)}"`,
+    };
+    assertEquals(await recorder.record([issue]), { created: 1, failed: 0 });
+    const events = (await admin.client.listAll<EventWithMessage>(EVENTS, { namespace: ns })).items;
+    assertEquals(events.length, 1);
+    const message = events[0]!.message;
+    assert(message.length <= 1024, `message of ${message.length} characters`);
+    assert(message.endsWith("…"));
+    assert(message.startsWith("metadata.annotations: Cannot use annotation value"));
+  } finally {
+    await recorder.close();
     admin.access.close();
   }
 });

@@ -9,7 +9,6 @@ import { assert, assertBetween, assertEquals } from "../support/assert.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
-import type { RunningCluster } from "../cluster/harness.ts";
 import { KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
 import type { ReflectorClient } from "../../lib/k8s/reflector.ts";
 import {
@@ -21,7 +20,7 @@ import {
 } from "../../lib/k8s/resources.ts";
 import type { ObjectStore } from "../../lib/store/object_store.ts";
 import { TLS_SECRET_SELECTOR } from "../../lib/sources/kube_source.ts";
-import { ownCluster, recordingTimers, reflectInto } from "../support/reflector_harness.ts";
+import { reflectInto } from "../support/reflector_harness.ts";
 import { captureLogs } from "../support/captured_logs.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
 
@@ -232,160 +231,6 @@ Deno.test("Reflector gets BOOKMARKs from the real apiserver and resumes from the
     await reflector.stop();
     await client.delete(NAMESPACES, { name: ns }).catch(() => {});
     access.close();
-  }
-});
-
-// ---------------------------------------------------------------------------
-// An API server of our own, to stop, compact and restart
-// ---------------------------------------------------------------------------
-
-/**
- * Reflector settings for an API server that will be stopped: a stopping
- * kube-apiserver keeps open watches running until their timeout (the harness
- * gives up after 30 s), so keep server-side timeouts short.
- */
-const STOPPABLE = {
-  watchTimeoutSeconds: [2, 3] as const,
-  backoff: { initialMs: 100, maxMs: 400 },
-};
-
-async function compact(cluster: RunningCluster): Promise<number> {
-  const response = await fetch(`${cluster.control}/compact`, { method: "POST" });
-  const body = await response.json() as { revision: number };
-  return body.revision;
-}
-
-Deno.test("Reflector keeps its objects while the apiserver is down, backs off, and catches up after a restart", async () => {
-  const own = await ownCluster();
-  using logs = captureLogs();
-  const timers = recordingTimers(60_000);
-  const { client } = own;
-  await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
-  await client.create(INGRESSES, { namespace: "shop" }, ingress("web"));
-  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
-    namespace: "shop",
-    ...STOPPABLE,
-    timers,
-    logger: logs.logger,
-  });
-  try {
-    await within(10_000, "the first list", reflector.synced);
-    await own.restart(async () => {
-      await waitFor("three failed reconnects", () => timers.backoffs.length >= 4, {
-        timeoutMs: 20_000,
-      });
-      // Last state kept: nothing withdrawn while the API is unreachable.
-      assertEquals(store.list("Ingress").map((i) => i.metadata?.name), ["web"]);
-      assert(reflector.status.synced);
-      assert(reflector.status.lastError !== undefined);
-    });
-    // Exponential, jittered (±20 %), capped.
-    timers.backoffs.slice(0, 4).forEach((ms, i) => {
-      const base = Math.min(400, 100 * 2 ** i);
-      assertBetween(ms, base * 0.8, base * 1.2, `backoff ${i}`);
-    });
-    await client.create(INGRESSES, { namespace: "shop" }, ingress("after"));
-    await waitFor(
-      "the Ingress created after the restart",
-      () => store.get("Ingress", "shop/after"),
-      {
-        timeoutMs: 20_000,
-      },
-    );
-    assert(reflector.status.restarts >= 3, `restarts: ${reflector.status.restarts}`);
-    assertEquals(store.size("Ingress"), 2);
-  } finally {
-    await reflector.stop();
-    await own.close();
-  }
-});
-
-Deno.test("Reflector lists again after a 410 Expired on a compacted resourceVersion", async () => {
-  const own = await ownCluster();
-  using logs = captureLogs();
-  const { client } = own;
-  await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
-  await client.create(NAMESPACES, {}, { metadata: { name: "other" } });
-  await client.create(INGRESSES, { namespace: "shop" }, ingress("web"));
-  const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
-    namespace: "shop",
-    ...STOPPABLE,
-    logger: logs.logger,
-  });
-  try {
-    await within(10_000, "the first list", reflector.synced);
-    const listedAt = Number(reflector.status.resourceVersion);
-    // Writes this reflector does not see move etcd's revision past its resourceVersion.
-    for (let i = 0; i < 3; i++) {
-      await client.create(SERVICES, { namespace: "other" }, service(`s${i}`));
-    }
-    const revision = await compact(own.cluster());
-    assert(revision > listedAt, `compacted at ${revision}, listed at ${listedAt}`);
-    await own.restart();
-    await waitFor("a relist", () => reflector.status.relists >= 1, { timeoutMs: 20_000 });
-    assert(
-      // The apiserver's own words, as an ERROR event: "too old resource version".
-      logs.lines().some((l) => l.includes("too old resource version")),
-      `no 410 logged:\n${logs.lines().join("\n")}`,
-    );
-    assertEquals(reflector.status.lists, 2);
-    await client.create(INGRESSES, { namespace: "shop" }, ingress("after"));
-    await waitFor(
-      "the Ingress created after the relist",
-      () => store.get("Ingress", "shop/after"),
-      {
-        timeoutMs: 20_000,
-      },
-    );
-  } finally {
-    await reflector.stop();
-    await own.close();
-  }
-});
-
-Deno.test("Reflector starts a LIST over when its continue token has expired", async () => {
-  const own = await ownCluster();
-  using logs = captureLogs();
-  const { client } = own;
-  await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
-  await client.create(NAMESPACES, {}, { metadata: { name: "other" } });
-  for (let i = 0; i < 3; i++) {
-    await client.create(SERVICES, { namespace: "shop" }, service(`s${i}`));
-  }
-  const pages: (string | undefined)[] = [];
-  let broken = false;
-  const breaking: ReflectorClient = {
-    async list<T>(r: Resource, options?: ListOptions) {
-      pages.push(options?.continue);
-      const page = await client.list<T>(r, options);
-      if (!broken) {
-        // Between the first and second page: the token's revision is compacted away.
-        broken = true;
-        await client.create(SERVICES, { namespace: "other" }, service("moves-the-revision"));
-        await compact(own.cluster());
-        await own.restart();
-      }
-      return page;
-    },
-    watch: (r, options) => client.watch(r, options),
-  };
-  const { reflector, store } = reflectInto("Service", { client: breaking, resource: SERVICES }, {
-    namespace: "shop",
-    pageSize: 1,
-    ...STOPPABLE,
-    logger: logs.logger,
-  });
-  try {
-    await within(30_000, "the first list", reflector.synced);
-    assertEquals(store.list("Service").map((s) => s.metadata?.name).sort(), ["s0", "s1", "s2"]);
-    // page 1, page 2 (410), then pages 1–3 again.
-    assertEquals(pages.length, 5, `pages: ${JSON.stringify(pages)}`);
-    assertEquals(pages[2], undefined);
-    assertEquals(reflector.status.relists, 1);
-    assertEquals(reflector.status.errors, 0);
-  } finally {
-    await reflector.stop();
-    await own.close();
   }
 });
 
