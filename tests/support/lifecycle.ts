@@ -1,5 +1,5 @@
 /**
- * What `tests/e2e/hostile_lifecycle_test.ts` shares: Sluice as a process on
+ * What the e2e start-up and shutdown tests share: Sluice as a process on
  * a `--manifests` directory in front of one loopback echo backend (a plain
  * host `shop.test` and a TLS host `web.example.com`), raw HTTP/1.1
  * connections to it over TCP or TLS (for keep-alive and framing at
