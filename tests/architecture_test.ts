@@ -12,6 +12,18 @@
  * Tests and benchmarks beside the code (`*_test.ts`, `*_bench.ts`) are exempt:
  * they read fixtures and measure time.
  *
+ * Boundaries for all of `lib/` (statically imported modules and modules loaded
+ * by `new URL("…", import.meta.url)`, such as worker entries):
+ *
+ * - Product code does not depend on test code: a file under `lib/` other than
+ *   a test or benchmark imports nothing under `tests/`, and no `*_test.ts` or
+ *   `*_bench.ts` file. (Tests and benchmarks beside the code may use
+ *   `tests/support/`.)
+ * - A leading `_` means private to the folder: a file under `lib/` whose name
+ *   starts with `_` (other than its own test) is imported only from its folder
+ *   and the folders below it, wherever the importer lives. The one exception
+ *   is listed in {@linkcode PRIVATE_IMPORT_EXCEPTIONS}, with its reason.
+ *
  * @module
  */
 
@@ -148,6 +160,64 @@ export function checkSource(path: string, source: string): string[] {
   return problems;
 }
 
+/** `new URL("./x.ts", import.meta.url)`: a module loaded by URL (a worker entry, a subprocess). */
+export function findModuleUrls(source: string): string[] {
+  const urls: string[] = [];
+  for (
+    const match of source.matchAll(
+      /new\s+URL\(\s*(["'])(\.{1,2}\/[^"']+)\1\s*,\s*import\.meta\.url/g,
+    )
+  ) {
+    urls.push(match[2]!);
+  }
+  return urls;
+}
+
+/**
+ * Private imports allowed across folders, each with the reason: the benchmark's
+ * floor proxy releases streamed chunks the way the proxy does, or the
+ * comparison would measure the release rather than the proxy.
+ */
+const PRIVATE_IMPORT_EXCEPTIONS: readonly [importer: string, target: string][] = [
+  ["tests/bench/floor_proxy.ts", "lib/proxy/_deno_internal.ts"],
+];
+
+const TEST_OR_BENCH = /_(test|bench)\.ts$/;
+
+/**
+ * Checks the boundaries of one file (`path` relative to the repository root):
+ * product code under `lib/` importing test code, and `_` files of `lib/`
+ * imported from outside their folder. Returns violations.
+ */
+export function checkBoundaries(path: string, source: string): string[] {
+  const problems: string[] = [];
+  const specifiers = [
+    ...findImports(source).map((i) => i.specifier),
+    ...findModuleUrls(source),
+  ].filter((s) => s.startsWith("./") || s.startsWith("../"));
+  const productCode = path.startsWith("lib/") && !TEST_OR_BENCH.test(path);
+  const folder = path.slice(0, path.lastIndexOf("/") + 1);
+  for (const specifier of specifiers) {
+    const target = new URL(specifier, new URL(path, "file:///repo/")).pathname.replace(
+      /^\/repo\//,
+      "",
+    );
+    if (productCode && (target.startsWith("tests/") || TEST_OR_BENCH.test(target))) {
+      problems.push(`${path}: imports "${specifier}" (${target}), test code, from product code`);
+    }
+    const name = target.slice(target.lastIndexOf("/") + 1);
+    const targetFolder = target.slice(0, target.lastIndexOf("/") + 1);
+    if (
+      target.startsWith("lib/") && name.startsWith("_") && !TEST_OR_BENCH.test(name) &&
+      !folder.startsWith(targetFolder) &&
+      !PRIVATE_IMPORT_EXCEPTIONS.some(([i, t]) => i === path && t === target)
+    ) {
+      problems.push(`${path}: imports "${specifier}" (${target}), private to ${targetFolder}`);
+    }
+  }
+  return problems;
+}
+
 function listSources(folder: string): string[] {
   const files: string[] = [];
   for (const entry of Deno.readDirSync(new URL(folder, ROOT))) {
@@ -198,5 +268,57 @@ Deno.test("checkSource() catches each forbidden import and use", () => {
   ];
   for (const [source, path, count] of cases) {
     assertEquals(checkSource(path, source).length, count, source);
+  }
+});
+
+/** Every `.ts` file under `folder` (tests and benchmarks included). */
+function listAll(folder: string): string[] {
+  const files: string[] = [];
+  for (const entry of Deno.readDirSync(new URL(folder, ROOT))) {
+    const path = `${folder}${entry.name}`;
+    if (entry.isDirectory) {
+      if (path !== "tests/fixtures" && path !== "tests/cluster") files.push(...listAll(`${path}/`));
+    } else if (entry.isFile && path.endsWith(".ts")) files.push(path);
+  }
+  return files.sort();
+}
+
+Deno.test("product code under lib/ never imports tests/ or a test file, and lib/'s _ files are imported only from their folder", () => {
+  const files = [...listAll("lib/"), ...listAll("tests/"), "main.ts"];
+  const problems = files.flatMap((path) =>
+    checkBoundaries(path, Deno.readTextFileSync(new URL(path, ROOT)))
+  );
+  assertEquals(problems, []);
+  assertEquals(files.includes("lib/proxy/proxy_handler.ts"), true);
+  assertEquals(files.includes("tests/support/stub_snapshot.ts"), true);
+});
+
+Deno.test("checkBoundaries() catches test code in product code and private files imported from elsewhere", () => {
+  const cases: [string, string, number][] = [
+    ['import { x } from "../../tests/support/stub_snapshot.ts";', "lib/workers/pool.ts", 1],
+    ['import { x } from "../../tests/support/stub_snapshot.ts";', "lib/workers/pool_test.ts", 0],
+    ['import { x } from "../../tests/support/world.ts";', "lib/routing/lookup_bench.ts", 0],
+    ['import { x } from "./route_table_test.ts";', "lib/routing/x.ts", 1],
+    ['const w = new URL("../../tests/support/worker.ts", import.meta.url);', "lib/app/x.ts", 1],
+    ['const w = new URL("../workers/sluice_worker.ts", import.meta.url);', "lib/app/x.ts", 0],
+    ['import { x } from "../proxy/_http1.ts";', "lib/server/x.ts", 1],
+    ['import { x } from "./_http1.ts";', "lib/proxy/upstream_client.ts", 0],
+    ['import { x } from "../_order.ts";', "lib/translate/gateway/x.ts", 0],
+    ['import { x } from "../../lib/k8s/_backoff.ts";', "tests/support/x.ts", 1],
+    ['import { x } from "./_backoff_test.ts";', "lib/k8s/x_test.ts", 0],
+    [
+      'import { releaseTakenChunk } from "../../lib/proxy/_deno_internal.ts";',
+      "tests/bench/floor_proxy.ts",
+      0,
+    ],
+    [
+      'import { releaseTakenChunk } from "../../lib/proxy/_deno_internal.ts";',
+      "tests/bench/other.ts",
+      1,
+    ],
+    ['import { x } from "./_helper.ts";', "tests/support/x.ts", 0],
+  ];
+  for (const [source, path, count] of cases) {
+    assertEquals(checkBoundaries(path, source).length, count, `${path}: ${source}`);
   }
 });

@@ -28,7 +28,7 @@
  * @module
  */
 import type { Logger } from "../log/logging.ts";
-import { abortableSleep, Backoff, type BackoffOptions } from "./_backoff.ts";
+import { abortableSleep, Backoff, type BackoffOptions } from "./backoff.ts";
 import {
   isTooLargeResourceVersion,
   KubeApiError,

@@ -10,7 +10,7 @@
  * @module
  */
 import { buildCluster, type RunningCluster, startCluster } from "../cluster/harness.ts";
-import { abortableSleep } from "../../lib/k8s/_backoff.ts";
+import { abortableSleep } from "../../lib/k8s/backoff.ts";
 import { loadKubeAccess } from "../../lib/k8s/kube_access.ts";
 import { KubeClient } from "../../lib/k8s/kube_client.ts";
 import {

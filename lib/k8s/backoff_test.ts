@@ -1,5 +1,5 @@
 import { assertEquals } from "../../tests/support/assert.ts";
-import { abortableSleep, Backoff } from "./_backoff.ts";
+import { abortableSleep, Backoff } from "./backoff.ts";
 
 Deno.test("Backoff doubles from 0.8 s up to 30 s and starts over after reset()", () => {
   const backoff = new Backoff({ random: () => 0.5 });
