@@ -560,7 +560,7 @@ Deno.test("subprotocols offered in two fields, or with odd characters, are negot
 });
 
 Deno.test("an HTTP/2 request carrying a WebSocket key, answered 101 by the backend, gets 502 over h2 and h2c, and every listener keeps serving", async () => {
-  // HTTP/2 forbids Upgrade and Connection (see hostile_h2_stream_test.ts): such a request is
+  // HTTP/2 forbids Upgrade and Connection (see lib/server/h2_downgrade_test.ts): such a request is
   // never an upgrade, whatever else it carries.
   await withWorld(ACCEPT_WS, async (world) => {
     for (const kind of KINDS) {

@@ -183,7 +183,7 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
     // time; close() cancels it. (Deno 2.9.6 caveat: while the handshake itself is pending, from
     // no byte at all to a whole ClientHello answered, close() does not close the socket: such a
     // connection goes to options.onAbandoned. A partial ClientHello, or a finished handshake
-    // without a request, is closed. Pinned by native_socket_test.ts and hostile_tls_test.ts.)
+    // without a request, is closed. Pinned by native_socket_test.ts and tls_handshake_test.ts.)
     const clientBuffer = new Uint8Array(CLIENT_BUFFER_BYTES);
     const tls = "handshake" in conn;
     // Only a connection still in its handshake needs onAbandoned: a finished one closes.

@@ -1,6 +1,6 @@
 /**
- * Test support: what `hostile_h2_stream_test.ts` attacks and
- * attacks with.
+ * Test support for the HTTP/2 tests (`lib/server/h2_streams_test.ts`,
+ * `h2_downgrade_test.ts` and others): what they send with and send to.
  *
  * - {@linkcode RawH2}: a raw HTTP/2 client over TLS (ALPN `h2`) or plain TCP
  *   (h2c with prior knowledge) that writes frames byte for byte, so a test can

@@ -1,5 +1,5 @@
 /**
- * Test support: a worker entry for `hostile_snapshot_test.ts`.
+ * Test support: a worker entry for `lib/workers/snapshot_publication_test.ts`.
  * Compiles {@linkcode ProbeSnapshotData} (the stub snapshot plus a poison
  * that makes chosen workers fail to compile it in a chosen way) and answers
  * every request with the snapshot version it read, the version served when it
