@@ -10,7 +10,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createCidrMatcher, parseIp } from "../proxy/cidr.ts";
+import { createCidrMatcher, parseIp } from "../net/cidr.ts";
 import { isDnsLabel, isDnsSubdomain, isPortName } from "../translate/names.ts";
 
 /** Everything Sluice is told at start. */

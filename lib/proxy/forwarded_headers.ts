@@ -30,7 +30,7 @@
  */
 
 import { parseContentLength } from "./_http1.ts";
-import { type CidrMatcher, normalizeIp, parseIp } from "./cidr.ts";
+import { type CidrMatcher, normalizeIp, parseIp } from "../net/cidr.ts";
 
 type HeaderPair = readonly [string, string];
 /** An input field: one passed through is the output's own pair too (not a copy). */

@@ -8,7 +8,7 @@
  * @module
  */
 import { assert, assertEquals, assertMatch } from "../../tests/support/assert.ts";
-import { createCidrMatcher } from "./cidr.ts";
+import { createCidrMatcher } from "../net/cidr.ts";
 import {
   forwardRequestHeaders,
   forwardResponseHeaders,

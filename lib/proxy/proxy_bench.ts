@@ -13,7 +13,7 @@
  * @module
  */
 
-import { createCidrMatcher } from "./cidr.ts";
+import { createCidrMatcher } from "../net/cidr.ts";
 import { forwardRequestHeaders, forwardResponseHeaders } from "./forwarded_headers.ts";
 import { createProxyHandler } from "./proxy_handler.ts";
 import type { Match, Snapshot } from "../routing/snapshot.ts";

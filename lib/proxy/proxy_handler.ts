@@ -31,7 +31,7 @@
  */
 
 import type { Endpoint, Match, Snapshot } from "../routing/snapshot.ts";
-import { createCidrMatcher, normalizeIp } from "./cidr.ts";
+import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
 import { requestHeaderList } from "./_deno_internal.ts";
 import { parseContentLength } from "./_http1.ts";
 import { EndpointBalancer } from "./endpoint_balancer.ts";

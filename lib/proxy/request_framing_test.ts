@@ -25,7 +25,7 @@ import {
 } from "../../tests/support/raw_http.ts";
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import { encodeRequestHead, RequestHeadError } from "./_http1.ts";
-import { createCidrMatcher } from "./cidr.ts";
+import { createCidrMatcher } from "../net/cidr.ts";
 import { forwardRequestHeaders } from "./forwarded_headers.ts";
 import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
 import { UpstreamError } from "./upstream_error.ts";

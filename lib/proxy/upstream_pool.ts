@@ -27,7 +27,7 @@
  */
 
 import type { Endpoint } from "../routing/snapshot.ts";
-import { parseIp } from "./cidr.ts";
+import { parseIp } from "../net/cidr.ts";
 import { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 

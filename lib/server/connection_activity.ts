@@ -18,7 +18,7 @@
  * @module
  */
 
-import { parseIp } from "../proxy/cidr.ts";
+import { parseIp } from "../net/cidr.ts";
 
 const SLOT_BITS = 18;
 const SLOTS = 1 << SLOT_BITS;

@@ -46,7 +46,7 @@
  * @module
  */
 
-import { parseIp } from "../proxy/cidr.ts";
+import { parseIp } from "../net/cidr.ts";
 
 /** What {@linkcode setNoDelayOnListeningSockets} did. */
 export type NoDelayOutcome =

@@ -12,7 +12,7 @@ import {
   assertThrows,
 } from "../../tests/support/assert.ts";
 import { createCidrMatcher, normalizeIp, parseIp } from "./cidr.ts";
-import { realClientIp } from "./forwarded_headers.ts";
+import { realClientIp } from "../proxy/forwarded_headers.ts";
 
 Deno.test("parseIp() reads IPv4, IPv6 and IPv4-mapped IPv6, and rejects junk", () => {
   const cases: [string, number[] | undefined][] = [
