@@ -32,7 +32,7 @@ import {
   SERVICES,
 } from "../k8s/resources.ts";
 import type { Kind } from "../store/matters.ts";
-import { SERVICE_NAME_LABEL } from "../translate/cluster_index.ts";
+import { SERVICE_NAME_LABEL } from "../k8s/labels.ts";
 import { parseObjectRefOption } from "../translate/option_refs.ts";
 import type { KubeSourceStatus, ObjectSource, StoreWriter } from "./source.ts";
 

@@ -26,7 +26,7 @@
  * @module
  */
 import type { EndpointSlice, Ingress, KubeObject } from "../k8s/objects.ts";
-import { SERVICE_NAME_LABEL } from "../translate/cluster_index.ts";
+import { SERVICE_NAME_LABEL } from "../k8s/labels.ts";
 import { jsonEqual, sameEntries } from "./json_equal.ts";
 
 /** The kinds of object Sluice reads. */

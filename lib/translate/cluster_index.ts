@@ -10,10 +10,8 @@
  */
 
 import type { EndpointSlice, KubeObject, Secret, Service } from "../k8s/objects.ts";
+import { SERVICE_NAME_LABEL } from "../k8s/labels.ts";
 import type { ClusterObjects } from "./translation.ts";
-
-/** The label on an EndpointSlice that names its Service. */
-export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 
 /** Objects by `namespace/name`; EndpointSlices by the `namespace/name` of their Service. */
 export interface ClusterIndex {
