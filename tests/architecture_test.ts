@@ -2,6 +2,8 @@
  * Import rules for the pure core: nothing in `lib/translate/` or
  * `lib/routing/` touches I/O, the clock, randomness or outside packages.
  *
+ * - `lib/translate/` imports nothing from `lib/routing/`: routing compiles
+ *   translations; `Backend`/`Endpoint` live in `lib/translate/backend.ts`.
  * - Imports must be relative and stay inside `lib/translate/` and
  *   `lib/routing/`, except type-only imports of `lib/k8s/objects.ts` and
  *   imports of the constants-only `lib/k8s/labels.ts`.
@@ -242,6 +244,18 @@ Deno.test("nothing in lib/translate/ or lib/routing/ imports I/O, clocks or pack
   assertEquals(problems, []);
   assertEquals(files.includes("lib/translate/translate.ts"), true);
   assertEquals(files.includes("lib/routing/route_table.ts"), true);
+});
+
+Deno.test("lib/translate/ imports nothing from lib/routing/ (routing compiles translations, not the reverse)", () => {
+  const files = listSources("lib/translate/");
+  const problems = files.flatMap((path) =>
+    findImports(Deno.readTextFileSync(new URL(path, ROOT)))
+      .map(({ specifier }) => new URL(specifier, new URL(path, "file:///repo/")).pathname)
+      .filter((target) => target.startsWith("/repo/lib/routing/"))
+      .map((target) => `${path}: imports ${target.slice("/repo/".length)}`)
+  );
+  assertEquals(problems, []);
+  assertEquals(files.includes("lib/translate/backend.ts"), true);
 });
 
 Deno.test("checkSource() catches each forbidden import and use", () => {

@@ -11,7 +11,7 @@
  */
 
 import type { IngressBackend, Service } from "../k8s/objects.ts";
-import type { Backend } from "../routing/snapshot.ts";
+import type { Backend } from "./backend.ts";
 import type { ClusterIndex } from "./cluster_index.ts";
 import { collectEndpoints, findServicePort, isTcpPort } from "./endpoints.ts";
 import { isDnsSubdomain, isPortName } from "./names.ts";

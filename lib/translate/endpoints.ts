@@ -9,7 +9,7 @@
  */
 
 import type { EndpointSlice, Service, ServicePort } from "../k8s/objects.ts";
-import type { Endpoint } from "../routing/snapshot.ts";
+import type { Endpoint } from "./backend.ts";
 import { compareStrings } from "./_order.ts";
 
 /**

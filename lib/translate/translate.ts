@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { Backend } from "../routing/snapshot.ts";
+import type { Backend } from "./backend.ts";
 import { judgeAnnotations } from "./annotations.ts";
 import { createBackendResolver, type ResolvedBackend } from "./backends.ts";
 import { createClassSelector } from "./class_selection.ts";
