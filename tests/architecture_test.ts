@@ -24,8 +24,11 @@
  *   `tests/support/`.)
  * - A leading `_` means private to the folder: a file under `lib/` whose name
  *   starts with `_` (other than its own test) is imported only from its folder
- *   and the folders below it, wherever the importer lives. The one exception
- *   is listed in {@linkcode PRIVATE_IMPORT_EXCEPTIONS}, with its reason.
+ *   and the folders below it, wherever the importer lives.
+ *
+ * The data plane's three rooms import in one direction: the handler
+ * (`lib/proxy/`) uses the WebSocket relay (`lib/websocket/`) and the upstream
+ * client (`lib/upstream/`); the relay uses the client; the client uses neither.
  *
  * @module
  */
@@ -179,15 +182,6 @@ export function findModuleUrls(source: string): string[] {
   return urls;
 }
 
-/**
- * Private imports allowed across folders, each with the reason: the benchmark's
- * floor proxy releases streamed chunks the way the proxy does, or the
- * comparison would measure the release rather than the proxy.
- */
-const PRIVATE_IMPORT_EXCEPTIONS: readonly [importer: string, target: string][] = [
-  ["tests/bench/floor_proxy.ts", "lib/proxy/_deno_internal.ts"],
-];
-
 const TEST_OR_BENCH = /_(test|bench)\.ts$/;
 
 /**
@@ -215,8 +209,7 @@ export function checkBoundaries(path: string, source: string): string[] {
     const targetFolder = target.slice(0, target.lastIndexOf("/") + 1);
     if (
       target.startsWith("lib/") && name.startsWith("_") && !TEST_OR_BENCH.test(name) &&
-      !folder.startsWith(targetFolder) &&
-      !PRIVATE_IMPORT_EXCEPTIONS.some(([i, t]) => i === path && t === target)
+      !folder.startsWith(targetFolder)
     ) {
       problems.push(`${path}: imports "${specifier}" (${target}), private to ${targetFolder}`);
     }
@@ -235,6 +228,46 @@ function listSources(folder: string): string[] {
   }
   return files.sort();
 }
+
+/** Folders product code of a data-plane room must not import from. */
+const ROOM_FORBIDDEN: readonly [room: string, forbidden: readonly string[]][] = [
+  ["lib/upstream/", ["lib/proxy/", "lib/websocket/"]],
+  ["lib/websocket/", ["lib/proxy/"]],
+];
+
+/** Imports by product code of `path` that go against the rooms' direction. */
+export function checkRooms(path: string, source: string): string[] {
+  if (TEST_OR_BENCH.test(path)) return [];
+  const forbidden = ROOM_FORBIDDEN.find(([room]) => path.startsWith(room))?.[1] ?? [];
+  return findImports(source)
+    .map(({ specifier }) => new URL(specifier, new URL(path, "file:///repo/")).pathname.slice(6))
+    .filter((target) => forbidden.some((folder) => target.startsWith(folder)))
+    .map((target) => `${path}: imports ${target}`);
+}
+
+Deno.test("the upstream client imports neither the handler nor the WebSocket relay; the relay does not import the handler", () => {
+  const files = [...listSources("lib/upstream/"), ...listSources("lib/websocket/")];
+  const problems = files.flatMap((path) =>
+    checkRooms(path, Deno.readTextFileSync(new URL(path, ROOT)))
+  );
+  assertEquals(problems, []);
+  assertEquals(files.includes("lib/upstream/upstream_client.ts"), true);
+  assertEquals(files.includes("lib/websocket/websocket_relay.ts"), true);
+});
+
+Deno.test("checkRooms() catches an import against the rooms' direction", () => {
+  const cases: [string, string, number][] = [
+    ['import { x } from "../proxy/proxy_handler.ts";', "lib/upstream/upstream_pool.ts", 1],
+    ['import { x } from "../websocket/ws_frame.ts";', "lib/upstream/upstream_client.ts", 1],
+    ['import { x } from "../proxy/forwarded_headers.ts";', "lib/websocket/websocket_relay.ts", 1],
+    ['import { x } from "../upstream/http1.ts";', "lib/websocket/websocket_relay.ts", 0],
+    ['import { x } from "../websocket/websocket_relay.ts";', "lib/proxy/proxy_handler.ts", 0],
+    ['import { x } from "../proxy/proxy_handler.ts";', "lib/upstream/upstream_pool_test.ts", 0],
+  ];
+  for (const [source, path, count] of cases) {
+    assertEquals(checkRooms(path, source).length, count, `${path}: ${source}`);
+  }
+});
 
 Deno.test("nothing in lib/translate/ or lib/routing/ imports I/O, clocks or packages", () => {
   const files = PURE_FOLDERS.flatMap(listSources);
@@ -321,20 +354,16 @@ Deno.test("checkBoundaries() catches test code in product code and private files
     ['import { x } from "./route_table_test.ts";', "lib/routing/x.ts", 1],
     ['const w = new URL("../../tests/support/worker.ts", import.meta.url);', "lib/app/x.ts", 1],
     ['const w = new URL("../workers/sluice_worker.ts", import.meta.url);', "lib/app/x.ts", 0],
-    ['import { x } from "../proxy/_http1.ts";', "lib/server/x.ts", 1],
-    ['import { x } from "./_http1.ts";', "lib/proxy/upstream_client.ts", 0],
+    ['import { x } from "../server/_generation.ts";', "lib/proxy/x.ts", 1],
+    ['import { x } from "./_generation.ts";', "lib/server/https_listener.ts", 0],
     ['import { x } from "../_order.ts";', "lib/translate/gateway/x.ts", 0],
     ['import { x } from "../../lib/k8s/_backoff.ts";', "tests/support/x.ts", 1],
     ['import { x } from "./_backoff_test.ts";', "lib/k8s/x_test.ts", 0],
+    ['import { x } from "../../lib/server/_relay_server.ts";', "tests/bench/x.ts", 1],
     [
-      'import { releaseTakenChunk } from "../../lib/proxy/_deno_internal.ts";',
-      "tests/bench/floor_proxy.ts",
+      'import { releaseTakenChunk } from "../../lib/upstream/deno_internal.ts";',
+      "tests/bench/x.ts",
       0,
-    ],
-    [
-      'import { releaseTakenChunk } from "../../lib/proxy/_deno_internal.ts";',
-      "tests/bench/other.ts",
-      1,
     ],
     ['import { x } from "./_helper.ts";', "tests/support/x.ts", 0],
   ];

@@ -29,7 +29,7 @@
  * @module
  */
 
-import { parseContentLength } from "./_http1.ts";
+import { hasToken, parseContentLength } from "../upstream/http1.ts";
 import { type CidrMatcher, normalizeIp, parseIp } from "../net/cidr.ts";
 
 type HeaderPair = readonly [string, string];
@@ -296,11 +296,6 @@ export function forwardResponseHeaders(
   }
   if (typeof options.hsts === "string") out.push(["Strict-Transport-Security", options.hsts]);
   return out;
-}
-
-/** Whether a comma-separated field value (`Connection`, `Upgrade`) holds `token` (lowercase), in any case. */
-export function hasToken(value: string, token: string): boolean {
-  return value.split(",").some((t) => t.trim().toLowerCase() === token);
 }
 
 /** True for a WebSocket upgrade request (`Upgrade: websocket` and `Connection: upgrade`). */

@@ -32,9 +32,9 @@
 
 import type { Endpoint, Match, Snapshot } from "../routing/snapshot.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
-import { requestHeaderList } from "./_deno_internal.ts";
-import { parseContentLength } from "./_http1.ts";
-import { EndpointBalancer } from "./endpoint_balancer.ts";
+import { requestHeaderList } from "../upstream/deno_internal.ts";
+import { parseContentLength } from "../upstream/http1.ts";
+import { EndpointBalancer } from "../upstream/endpoint_balancer.ts";
 import {
   type ForwardedRequest,
   type ForwardingOptions,
@@ -48,15 +48,15 @@ import {
   sendUpstream,
   type UpstreamRequest,
   type UpstreamResponse,
-} from "./upstream_client.ts";
-import { UpstreamError, type UpstreamErrorKind } from "./upstream_error.ts";
-import { endpointKey, UpstreamPool } from "./upstream_pool.ts";
+} from "../upstream/upstream_client.ts";
+import { UpstreamError, type UpstreamErrorKind } from "../upstream/upstream_error.ts";
+import { endpointKey, UpstreamPool } from "../upstream/upstream_pool.ts";
 import {
   relayWebSocket,
   WEBSOCKET_DROP_REQUEST,
   webSocketHandshakeProblem,
   type WebSocketRelay,
-} from "./websocket_relay.ts";
+} from "../websocket/websocket_relay.ts";
 
 /** What the listener knows about the connection; read it synchronously from `Deno.serve`'s info. */
 export interface ProxyRequestInfo {
@@ -182,7 +182,7 @@ export interface ProxyHandlerOptions {
   /**
    * Release the memory of each streamed body chunk as soon as it is done with,
    * rather than at V8's next collection: a request body's once written to the
-   * backend, a response body's once `Deno.serve` has taken it (`_deno_internal.ts`;
+   * backend, a response body's once `Deno.serve` has taken it (`deno_internal.ts`;
    * lower peak RSS under large uploads and downloads). Default true: the handler
    * serves `Deno.serve`, whose request bodies give each chunk a buffer of its
    * own. False for a caller that reads response bodies in JavaScript (it would

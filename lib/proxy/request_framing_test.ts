@@ -24,12 +24,12 @@ import {
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
 import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
-import { encodeRequestHead, RequestHeadError } from "./_http1.ts";
+import { encodeRequestHead, RequestHeadError } from "../upstream/http1.ts";
 import { createCidrMatcher } from "../net/cidr.ts";
 import { forwardRequestHeaders } from "./forwarded_headers.ts";
-import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
-import { UpstreamError } from "./upstream_error.ts";
-import { UpstreamPool } from "./upstream_pool.ts";
+import { sendUpstream, type UpstreamRequest } from "../upstream/upstream_client.ts";
+import { UpstreamError } from "../upstream/upstream_error.ts";
+import { UpstreamPool } from "../upstream/upstream_pool.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import {
   type EchoBackend,

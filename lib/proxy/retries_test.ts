@@ -40,9 +40,9 @@ import {
 } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { ECHO_HOST, echoJson, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
-import { UpstreamPool } from "./upstream_pool.ts";
-import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
-import { UpstreamError } from "./upstream_error.ts";
+import { UpstreamPool } from "../upstream/upstream_pool.ts";
+import { sendUpstream, type UpstreamRequest } from "../upstream/upstream_client.ts";
+import { UpstreamError } from "../upstream/upstream_error.ts";
 
 function get(port: number, target: string, extra = "") {
   return rawRequest(port, `GET ${target} HTTP/1.1\r\nHost: ${BOOKS_HOST}\r\n${extra}\r\n`);

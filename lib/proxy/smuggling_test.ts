@@ -38,8 +38,8 @@ import {
   startScriptedBackend,
 } from "../../tests/support/scripted_backend.ts";
 import { waitFor } from "../../tests/support/wait.ts";
-import { UpstreamPool } from "./upstream_pool.ts";
-import { sendUpstream, type UpstreamRequest } from "./upstream_client.ts";
+import { UpstreamPool } from "../upstream/upstream_pool.ts";
+import { sendUpstream, type UpstreamRequest } from "../upstream/upstream_client.ts";
 import {
   bothListeners,
   HTTP1_HOST,

@@ -18,8 +18,8 @@ import {
 import { createHash } from "node:crypto";
 import { patternBytes, patternSha256 } from "../../tests/support/echo_backend.ts";
 import { backendGet, scriptedServer } from "../../tests/support/upstream_backends.ts";
-import { UpstreamPool } from "./upstream_pool.ts";
-import { sendUpstream } from "./upstream_client.ts";
+import { UpstreamPool } from "../upstream/upstream_pool.ts";
+import { sendUpstream } from "../upstream/upstream_client.ts";
 import { SseProbe } from "../../tests/support/sse_probe.ts";
 import { startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import { startProxy } from "../../tests/support/proxy_harness.ts";

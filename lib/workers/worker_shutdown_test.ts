@@ -18,7 +18,7 @@ import {
   OP_CLOSE,
   OP_TEXT,
   type WsFrame,
-} from "../proxy/ws_frame.ts";
+} from "../websocket/ws_frame.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import type { SluiceSnapshotData } from "./sluice_worker.ts";
 import { startWorkerPool } from "./worker_pool.ts";

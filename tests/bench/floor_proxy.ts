@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { releaseTakenChunk } from "../../lib/proxy/_deno_internal.ts";
+import { releaseTakenChunk } from "../../lib/upstream/deno_internal.ts";
 
 const BUFFER_BYTES = 64 * 1024;
 const CHUNK_BYTES = 256 * 1024;

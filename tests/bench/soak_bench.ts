@@ -30,7 +30,7 @@ import type { SluiceSnapshotData } from "../../lib/workers/sluice_worker.ts";
 import { startWorkerPool } from "../../lib/workers/worker_pool.ts";
 import { closedPort, startBackend } from "../support/upstream_backends.ts";
 import { SAMPLE_KEY, WsBackend, wsFrame } from "../support/websocket_world.ts";
-import { OP_CLOSE, OP_TEXT } from "../../lib/proxy/ws_frame.ts";
+import { OP_CLOSE, OP_TEXT } from "../../lib/websocket/ws_frame.ts";
 import { H2_ERROR, RawH2 } from "../support/raw_h2.ts";
 
 // ---------------------------------------------------------------------------

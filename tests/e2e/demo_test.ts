@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { headerValue, latin1, latin1Bytes, RawConnection } from "../support/raw_http.ts";
 import { collectLines, freePorts } from "../support/sluice_process.ts";
-import { encodeFrame, FrameDecoder, OP_TEXT } from "../../lib/proxy/ws_frame.ts";
+import { encodeFrame, FrameDecoder, OP_TEXT } from "../../lib/websocket/ws_frame.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { type Answer, HostClient, tlsGet } from "./cluster_fixture.ts";
 

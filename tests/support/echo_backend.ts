@@ -44,7 +44,7 @@ import {
   OP_PING,
   OP_PONG,
   OP_TEXT,
-} from "../../lib/proxy/ws_frame.ts";
+} from "../../lib/websocket/ws_frame.ts";
 import { concatBytes, latin1, latin1Bytes } from "./raw_http.ts";
 
 export interface EchoBackendOptions {

@@ -19,7 +19,7 @@ import type { Backend, CertificateTable, Snapshot } from "../../lib/routing/snap
 import { listenHttp } from "../../lib/server/http_listener.ts";
 import type { Route } from "../../lib/translate/translation.ts";
 import { createProxyHandler, type ProxyHandlerOptions } from "../../lib/proxy/proxy_handler.ts";
-import { decodeClosePayload, FrameDecoder, type WsFrame } from "../../lib/proxy/ws_frame.ts";
+import { decodeClosePayload, FrameDecoder, type WsFrame } from "../../lib/websocket/ws_frame.ts";
 
 /** `[host, path, pathType, service]`; host `""` for any host. A service `none/*` has no endpoints. */
 export type RuleSketch = readonly [

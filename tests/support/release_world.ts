@@ -1,5 +1,5 @@
 /**
- * Test support: what `lib/proxy/chunk_release_test.ts` checks the release of
+ * Test support: what `lib/upstream/chunk_release_test.ts` checks the release of
  * streamed response chunks (`releaseTakenChunk`) with.
  *
  * - {@linkcode startPatternBackend}: a raw backend serving the echo backend's

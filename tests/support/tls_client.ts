@@ -2,7 +2,7 @@
  * Test support: a minimal TLS client that connects to a loopback port with a
  * chosen server name (SNI) and trusted certificates, and either completes the
  * handshake only, sends one HTTP/1.1 request with `Connection: close`, or
- * opens a WebSocket (raw frames, decoded by `lib/proxy/ws_frame.ts`, so the
+ * opens a WebSocket (raw frames, decoded by `lib/websocket/ws_frame.ts`, so the
  * test sees exactly what the server sent); and a keep-alive request on a
  * connection already open.
  * Used by the tests of `lib/tls/` and `lib/server/`; not part of Sluice.
@@ -16,7 +16,7 @@ import {
   encodeFrame,
   FrameDecoder,
   type WsFrame,
-} from "../../lib/proxy/ws_frame.ts";
+} from "../../lib/websocket/ws_frame.ts";
 
 /**
  * Sends a keep-alive `GET path` for host `a.test` on `conn` and reads until the

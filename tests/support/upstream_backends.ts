@@ -14,7 +14,7 @@ import { closeQuietly, latin1, rawRequest } from "./raw_http.ts";
 import { ScriptedConn } from "./scripted_backend.ts";
 import type { Endpoint } from "../../lib/routing/snapshot.ts";
 import { type HarnessOptions, type ProxyHarness, startProxy } from "./proxy_harness.ts";
-import type { UpstreamRequest } from "../../lib/proxy/upstream_client.ts";
+import type { UpstreamRequest } from "../../lib/upstream/upstream_client.ts";
 
 /** A backend whose listener and connections have separate lifetimes; disposing it closes it. */
 export interface UpstreamBackend extends AsyncDisposable {

@@ -1,6 +1,6 @@
 /**
  * Test support: the proxy side of the buffers test of
- * `lib/proxy/websocket_limits_test.ts`,
+ * `lib/websocket/websocket_limits_test.ts`,
  * run as its own process with `--v8-flags=--expose-gc`, so that what it
  * measures is the proxy alone (the test's clients and backend live in the
  * test's process). Serves the proxy handler (`tests/support/proxy_harness.ts`)

@@ -24,7 +24,7 @@ import {
   FrameDecoder,
   OP_CLOSE,
   type WsFrame,
-} from "../../lib/proxy/ws_frame.ts";
+} from "../../lib/websocket/ws_frame.ts";
 
 const GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 

@@ -2,7 +2,7 @@
  * WebSocket proxying after the backend accepted the upgrade (answered 101).
  *
  * Deno 2.9.6's `Deno.serve` cannot hand over the client's raw socket (its
- * `upgradeHttpRaw` is gone; see `_deno_internal.ts`), so the client side is
+ * `upgradeHttpRaw` is gone; see `deno_internal.ts`), so the client side is
  * `Deno.upgradeWebSocket` and the backend side is the raw TCP connection the
  * upgrade request went out on, spoken with our own framing. Messages are
  * relayed both ways (fragmented backend messages are reassembled), pings are
@@ -21,9 +21,8 @@
  */
 
 import { createHash } from "node:crypto";
-import { trimOws } from "./_http1.ts";
-import { hasToken } from "./forwarded_headers.ts";
-import type { UpstreamResponse } from "./upstream_client.ts";
+import { hasToken, trimOws } from "../upstream/http1.ts";
+import type { UpstreamResponse } from "../upstream/upstream_client.ts";
 import {
   decodeClosePayload,
   encodeClosePayload,

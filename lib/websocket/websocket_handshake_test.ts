@@ -45,7 +45,7 @@ import {
   type WsBackendConn,
   wsFrame,
 } from "../../tests/support/websocket_world.ts";
-import { createProxyHandler, type ProxyHandler } from "./proxy_handler.ts";
+import { createProxyHandler, type ProxyHandler } from "../proxy/proxy_handler.ts";
 import { encodeClosePayload, OP_CLOSE } from "./ws_frame.ts";
 import { type EchoBackend, startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { ask, type RuleSketch, upgradeHead, worldRunner } from "../../tests/support/echo_world.ts";

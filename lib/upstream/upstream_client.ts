@@ -28,8 +28,8 @@ import {
   parseChunkSize,
   parseContentLength,
   type ResponseHead,
-} from "./_http1.ts";
-import { releaseTakenChunk, releaseWrittenChunk } from "./_deno_internal.ts";
+} from "./http1.ts";
+import { releaseTakenChunk, releaseWrittenChunk } from "./deno_internal.ts";
 import type { UpstreamConnection } from "./upstream_connection.ts";
 import { UpstreamError } from "./upstream_error.ts";
 import type { UpstreamPool } from "./upstream_pool.ts";
@@ -74,7 +74,7 @@ export interface UpstreamRequest {
   /**
    * The bodies' chunks belong to this exchange alone, so their memory is released
    * as soon as it is done with them instead of at V8's next collection (see
-   * `_deno_internal.ts`): a streamed request body's chunks once written to the
+   * `deno_internal.ts`): a streamed request body's chunks once written to the
    * backend (they must come from `Deno.serve`, a fresh buffer each), and the
    * response body's once the next is asked for (it must go straight into a
    * `Deno.serve` response). Must stay unset when JavaScript reads the response

@@ -5,7 +5,7 @@ import {
   releaseTakenChunk,
   releaseWrittenChunk,
   requestHeaderList,
-} from "./_deno_internal.ts";
+} from "./deno_internal.ts";
 import { patternBytes, patternSha256 } from "../../tests/support/echo_backend.ts";
 import { concatBytes, latin1, RawConnection } from "../../tests/support/raw_http.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
@@ -13,12 +13,12 @@ import { waitFor } from "../../tests/support/wait.ts";
 
 // Canary: if this fails after a Deno upgrade, the proxy still works (it falls back to the
 // public, sorted and combined `req.headers`) but loses header order and case fidelity.
-// Re-check `_deno_internal.ts` against the new Deno's ext/http/00_serve.ts.
+// Re-check `deno_internal.ts` against the new Deno's ext/http/00_serve.ts.
 Deno.test("requestHeaderList() reads Deno.serve's wire-order header list (Deno 2.9.6 internals)", async () => {
   assertStrictEquals(
     Deno.version.deno,
     "2.9.6",
-    "Deno changed: re-check lib/proxy/_deno_internal.ts",
+    "Deno changed: re-check lib/upstream/deno_internal.ts",
   );
   let seen: [string, string][] = [];
   let source = "";
@@ -104,7 +104,7 @@ Deno.test("releaseTakenChunk(): Deno.serve sends every released chunk whole to a
   assertStrictEquals(
     Deno.version.deno,
     "2.9.6",
-    "Deno changed: re-check lib/proxy/_deno_internal.ts",
+    "Deno changed: re-check lib/upstream/deno_internal.ts",
   );
   let state = { stalled: false };
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {

@@ -1,6 +1,6 @@
 /**
  * The release of streamed chunks (`releaseTakenChunk` and `releaseWrittenChunk`
- * in `_deno_internal.ts`, used by `upstream_client.ts` with the handler's
+ * in `deno_internal.ts`, used by `upstream_client.ts` with the handler's
  * default `releaseBodyChunks: true`): `sendUpstream()` releases a response chunk
  * once the next is asked for and a request body's chunks once written, only
  * with the option; and every path by which a proxied body reaches a client,
@@ -24,7 +24,7 @@ import {
   untilStalled,
 } from "../../tests/support/release_world.ts";
 import { connectTo } from "../../tests/support/raw_h2.ts";
-import { createProxyHandler, type ProxyHandlerOptions } from "./proxy_handler.ts";
+import { createProxyHandler, type ProxyHandlerOptions } from "../proxy/proxy_handler.ts";
 import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
 import { ECHO_HOST } from "../../tests/support/echo_proxy.ts";
 import { UpstreamPool } from "./upstream_pool.ts";

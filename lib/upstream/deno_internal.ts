@@ -10,7 +10,7 @@
  *
  * If a Deno upgrade changes that shape, {@linkcode requestHeaderList} falls
  * back to the public `req.headers` (sorted, combined: still correct HTTP,
- * less faithful), and `_deno_internal_test.ts` fails loudly so the change is
+ * less faithful), and `deno_internal_test.ts` fails loudly so the change is
  * noticed.
  *
  * The second reach is a behaviour, not an API: {@linkcode releaseTakenChunk}
@@ -104,7 +104,7 @@ function findRequestSymbol(req: Request): symbol | undefined {
  * "Streamed bodies").
  *
  * Never for a body read by JavaScript (`Response.arrayBuffer()`, a reader
- * that keeps chunks): it would see empty chunks. `_deno_internal_test.ts`
+ * that keeps chunks): it would see empty chunks. `deno_internal_test.ts`
  * shows both: the bytes arrive intact through `Deno.serve` (HTTP/1.1 with a
  * stalled client, and HTTP/2), and a JavaScript collector gets them cut.
  */
@@ -122,7 +122,7 @@ export function releaseTakenChunk(chunk: Uint8Array<ArrayBuffer>): void {
  * stream over the request's resource (ext/web/06_streams.js
  * `readableStreamForRid`) that reads each chunk into a freshly allocated
  * 64 KiB buffer, so a chunk's buffer holds that chunk and nothing else; and
- * a finished write no longer references the bytes. `_deno_internal_test.ts`
+ * a finished write no longer references the bytes. `deno_internal_test.ts`
  * fails loudly if Deno starts handing out views of a shared buffer.
  *
  * Why it matters: during a long upload, dead 64 KiB chunks wait for a

@@ -7,7 +7,7 @@ import {
   parseContentLength,
   parseResponseHead,
   UpstreamProtocolError,
-} from "./_http1.ts";
+} from "./http1.ts";
 
 const bytes = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
 

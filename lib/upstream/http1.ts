@@ -361,3 +361,8 @@ export function trimOws(text: string): string {
 function clip(text: string): string {
   return text.length > 60 ? text.slice(0, 60) + "..." : text;
 }
+
+/** Whether a comma-separated field value (`Connection`, `Upgrade`) holds `token` (lowercase), in any case. */
+export function hasToken(value: string, token: string): boolean {
+  return value.split(",").some((t) => t.trim().toLowerCase() === token);
+}

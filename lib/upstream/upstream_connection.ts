@@ -17,7 +17,7 @@ import {
   parseResponseHead,
   type ResponseHead,
   UpstreamProtocolError,
-} from "./_http1.ts";
+} from "./http1.ts";
 import { UpstreamError } from "./upstream_error.ts";
 
 /** Read buffer size; also the largest response head accepted. */
