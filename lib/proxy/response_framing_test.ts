@@ -18,153 +18,27 @@ import {
   assertStrictEquals,
 } from "../../tests/support/assert.ts";
 import {
-  type HarnessOptions,
-  type ProxyHarness,
-  startProxy,
-} from "../../tests/support/proxy_harness.ts";
-import {
   headerValue,
   headerValues,
   latin1,
   latin1Bytes,
   parseResponses,
   RawConnection,
-  rawExchange,
-  rawRequest,
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
-import {
-  type ScriptedBackend,
-  type ScriptedConn,
-  startScriptedBackend,
-} from "../../tests/support/scripted_backend.ts";
 import { waitFor } from "../../tests/support/wait.ts";
+import {
+  type Answer,
+  assertClosedUnused,
+  BIG,
+  ok,
+  request,
+  requestToEnd,
+  trickle,
+  withAnswers,
+} from "../../tests/support/scripted_proxy_world.ts";
 import { bothListeners, HTTP1_HOST } from "../../tests/support/http1_world.ts";
 import { ECHO_HOST, echoJson, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
-
-const HOST = "shop.example.com";
-
-type Script = (conn: ScriptedConn) => Promise<void>;
-
-/** Runs `fn` with a proxy in front of `backend` (every host routes to it). */
-async function withProxy(
-  backend: ScriptedBackend,
-  fn: (proxy: ProxyHarness) => Promise<void>,
-  options: Partial<Omit<HarnessOptions, "routes">> = {},
-): Promise<void> {
-  const proxy = await startProxy({
-    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
-    readTimeoutMs: 3_000,
-    ...options,
-  });
-  try {
-    await fn(proxy);
-  } finally {
-    await proxy.close();
-    await backend.close();
-  }
-}
-
-/** One request on a fresh client connection; one response read. */
-function request(
-  proxy: ProxyHarness,
-  target: string,
-  options: { method?: string; timeoutMs?: number } = {},
-): Promise<RawResponse> {
-  const method = options.method ?? "GET";
-  return rawRequest(proxy.port, `${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`, {
-    head: method === "HEAD",
-    timeoutMs: options.timeoutMs ?? 10_000,
-  });
-}
-
-/** One request on a fresh client connection; every byte until the proxy closes it. */
-async function requestToEnd(proxy: ProxyHarness, target: string, method = "GET"): Promise<string> {
-  const text = `${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\nConnection: close\r\n\r\n`;
-  return latin1(await rawExchange(proxy.port, text));
-}
-
-/** A well-framed 200 with `body`. */
-function ok(body: string, extra = ""): string {
-  return `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
-}
-
-/** A raw answer, or a function that writes one (and may close the connection). */
-type Answer = string | ((conn: ScriptedConn) => Promise<void>);
-
-/**
- * A backend script: `/fresh` gets `ok("fresh")`, any other target gets
- * `answers[target]`, on any connection, any number of times. When the proxy
- * closes a connection, `closed` records, under each target answered on it,
- * the request lines the proxy sent on it after that answer (none expected
- * after a misframed answer: the proxy must not reuse such a connection). An
- * answer given as a function writes what it likes (and may close).
- */
-function serve(answers: Record<string, Answer>, closed: Map<string, string[]>): Script {
-  return async (conn) => {
-    const after = new Map<string, string[]>();
-    try {
-      for (;;) {
-        const head = await conn.readHead();
-        if (head === null) return;
-        const line = head.slice(0, head.indexOf("\r\n"));
-        for (const later of after.values()) later.push(line);
-        const target = line.split(" ")[1] ?? "";
-        if (target === "/fresh") {
-          await conn.write(ok("fresh"));
-          continue;
-        }
-        const answer = answers[target] ?? "garbage\r\n\r\n";
-        after.set(target, []);
-        if (typeof answer === "string") await conn.write(answer);
-        else await answer(conn);
-      }
-    } finally {
-      for (const [target, later] of after) closed.set(target, later);
-    }
-  };
-}
-
-/** Waits until the proxy closed the connection that answered `target`; fails if it sent more on it. */
-async function assertClosedUnused(closed: Map<string, string[]>, target: string): Promise<void> {
-  const later = await waitFor(
-    `the proxy to close the connection of ${target}`,
-    () => closed.get(target),
-  );
-  assertEquals(later, [], `requests sent on the connection after ${target}`);
-}
-
-/** What {@linkcode withAnswers} hands a test. */
-interface Served {
-  readonly proxy: ProxyHarness;
-  readonly backend: ScriptedBackend;
-  /** Filled by {@linkcode serve} as the proxy closes connections. */
-  readonly closed: Map<string, string[]>;
-}
-
-/** Runs `fn` with a proxy in front of a backend answering with {@linkcode serve}`(answers)`. */
-function withAnswers(
-  answers: Record<string, Answer>,
-  fn: (served: Served) => Promise<void>,
-  options: Partial<Omit<HarnessOptions, "routes">> = {},
-): Promise<void> {
-  const closed = new Map<string, string[]>();
-  const backend = startScriptedBackend(serve(answers, closed));
-  return withProxy(backend, (proxy) => fn({ proxy, backend, closed }), options);
-}
-
-/** An answer written a character at a time, `ms` apart. */
-function trickle(text: string, ms: number): Answer {
-  return async (conn) => {
-    for (const char of text) {
-      await conn.write(char);
-      await new Promise((resolve) => setTimeout(resolve, ms));
-    }
-  };
-}
-
-/** Streamed (over the 64 KiB read-whole limit); its tail is read by `#fill` into the read buffer. */
-const BIG = "y".repeat(70_000);
 
 Deno.test("proxy answers 502 to heads it cannot relay, and closes their connections", async () => {
   const answers: Record<string, string> = {

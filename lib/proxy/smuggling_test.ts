@@ -19,25 +19,24 @@
  */
 import { assert, assertEquals, assertStrictEquals } from "../../tests/support/assert.ts";
 import { type EchoBackend, startEchoBackend } from "../../tests/support/echo_backend.ts";
-import {
-  type HarnessOptions,
-  type ProxyHarness,
-  startProxy,
-} from "../../tests/support/proxy_harness.ts";
+import { type HarnessOptions, startProxy } from "../../tests/support/proxy_harness.ts";
 import {
   headerValue,
   latin1,
   parseResponses,
   RawConnection,
-  rawRequest,
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
+import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
 import {
-  type ScriptedBackend,
-  type ScriptedConn,
-  startScriptedBackend,
-} from "../../tests/support/scripted_backend.ts";
-import { waitFor } from "../../tests/support/wait.ts";
+  type Answer,
+  assertClosedUnused,
+  BIG,
+  HOST,
+  ok,
+  request,
+  withAnswers,
+} from "../../tests/support/scripted_proxy_world.ts";
 import { UpstreamPool } from "../upstream/upstream_pool.ts";
 import { sendUpstream, type UpstreamRequest } from "../upstream/upstream_client.ts";
 import {
@@ -321,114 +320,6 @@ Deno.test("a body cut short by the limit leaves no partial request on a pooled c
 });
 
 // --- Response desync: what a backend sends outside a well-framed answer. ---
-
-const HOST = "shop.example.com";
-
-type Script = (conn: ScriptedConn) => Promise<void>;
-
-/** Runs `fn` with a proxy in front of `backend` (every host routes to it). */
-async function withProxy(
-  backend: ScriptedBackend,
-  fn: (proxy: ProxyHarness) => Promise<void>,
-  options: Partial<Omit<HarnessOptions, "routes">> = {},
-): Promise<void> {
-  const proxy = await startProxy({
-    routes: [{ endpoints: [{ address: "127.0.0.1", port: backend.port }] }],
-    readTimeoutMs: 3_000,
-    ...options,
-  });
-  try {
-    await fn(proxy);
-  } finally {
-    await proxy.close();
-    await backend.close();
-  }
-}
-
-/** One request on a fresh client connection; one response read. */
-function request(
-  proxy: ProxyHarness,
-  target: string,
-  options: { method?: string; timeoutMs?: number } = {},
-): Promise<RawResponse> {
-  const method = options.method ?? "GET";
-  return rawRequest(proxy.port, `${method} ${target} HTTP/1.1\r\nHost: ${HOST}\r\n\r\n`, {
-    head: method === "HEAD",
-    timeoutMs: options.timeoutMs ?? 10_000,
-  });
-}
-
-/** A well-framed 200 with `body`. */
-function ok(body: string, extra = ""): string {
-  return `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
-}
-
-/** A raw answer, or a function that writes one (and may close the connection). */
-type Answer = string | ((conn: ScriptedConn) => Promise<void>);
-
-/**
- * A backend script: `/fresh` gets `ok("fresh")`, any other target gets
- * `answers[target]`, on any connection, any number of times. When the proxy
- * closes a connection, `closed` records, under each target answered on it,
- * the request lines the proxy sent on it after that answer (none expected
- * after a misframed answer: the proxy must not reuse such a connection). An
- * answer given as a function writes what it likes (and may close).
- */
-function serve(answers: Record<string, Answer>, closed: Map<string, string[]>): Script {
-  return async (conn) => {
-    const after = new Map<string, string[]>();
-    try {
-      for (;;) {
-        const head = await conn.readHead();
-        if (head === null) return;
-        const line = head.slice(0, head.indexOf("\r\n"));
-        for (const later of after.values()) later.push(line);
-        const target = line.split(" ")[1] ?? "";
-        if (target === "/fresh") {
-          await conn.write(ok("fresh"));
-          continue;
-        }
-        const answer = answers[target] ?? "garbage\r\n\r\n";
-        after.set(target, []);
-        if (typeof answer === "string") await conn.write(answer);
-        else await answer(conn);
-      }
-    } finally {
-      for (const [target, later] of after) closed.set(target, later);
-    }
-  };
-}
-
-/** Waits until the proxy closed the connection that answered `target`; fails if it sent more on it. */
-async function assertClosedUnused(closed: Map<string, string[]>, target: string): Promise<void> {
-  const later = await waitFor(
-    `the proxy to close the connection of ${target}`,
-    () => closed.get(target),
-  );
-  assertEquals(later, [], `requests sent on the connection after ${target}`);
-}
-
-/** What {@linkcode withAnswers} hands a test. */
-interface Served {
-  readonly proxy: ProxyHarness;
-  readonly backend: ScriptedBackend;
-  /** Filled by {@linkcode serve} as the proxy closes connections. */
-  readonly closed: Map<string, string[]>;
-}
-
-/** Runs `fn` with a proxy in front of a backend answering with {@linkcode serve}`(answers)`. */
-function withAnswers(
-  answers: Record<string, Answer>,
-  fn: (served: Served) => Promise<void>,
-  options: Partial<Omit<HarnessOptions, "routes">> = {},
-): Promise<void> {
-  const closed = new Map<string, string[]>();
-  const backend = startScriptedBackend(serve(answers, closed));
-  return withProxy(backend, (proxy) => fn({ proxy, backend, closed }), options);
-}
-
-/** Streamed (over the 64 KiB read-whole limit); its tail is read by `#fill` into the read buffer. */
-const BIG = "y".repeat(70_000);
 
 /**
  * Streamed; after the first 64 KiB read its remaining ~34 KB (over the 16 KiB direct-read
