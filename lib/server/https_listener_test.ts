@@ -1,8 +1,5 @@
 import { assert, assertEquals, assertStringIncludes } from "../../tests/support/assert.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
-import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
-import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
 import { tcpNoDelay } from "../../tests/support/tcp_probe.ts";
 import {
   closeCode,
@@ -11,48 +8,15 @@ import {
   tlsHandshake,
   wssConnect,
 } from "../../tests/support/tls_client.ts";
-import { type HttpsListener, listenHttps } from "./https_listener.ts";
+import { listenHttps } from "./https_listener.ts";
 import type { ConnectionInfo, RequestHandler } from "./listener.ts";
-
-const [certA, certA2, certWild, certDefault] = await Promise.all([
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" }),
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a2" }),
-  generateSelfSignedCertificate({ hostnames: ["*.w.test"], commonName: "w" }),
-  generateSelfSignedCertificate({ hostnames: ["default.test", "*.rand.test"], commonName: "d" }),
-]);
-
-/** A certificate table the test can swap, as the worker does when a snapshot arrives. */
-function tableCell(forA: ServingCertificate) {
-  const build = (a: ServingCertificate) =>
-    stubCertificateTable([
-      { hosts: ["a.test"], certificate: a },
-      { hosts: ["*.w.test"], certificate: certWild },
-    ], certDefault);
-  let table: CertificateTable = build(forA);
-  return {
-    get: () => table,
-    set: (a: ServingCertificate) => table = build(a),
-  };
-}
-
-const ok: RequestHandler = () => new Response("ok");
-
-async function withListener(
-  options: { handler?: RequestHandler; maxServerNames?: number; table?: () => CertificateTable },
-  body: (listener: HttpsListener, port: number) => Promise<void>,
-): Promise<void> {
-  const listener = listenHttps(options.handler ?? ok, {
-    hostname: "127.0.0.1",
-    port: 0,
-    certificates: options.table ?? tableCell(certA).get,
-    ...(options.maxServerNames === undefined ? {} : { maxServerNames: options.maxServerNames }),
-  });
-  try {
-    await body(listener, listener.addr.port);
-  } finally {
-    await listener.shutdown({ timeoutMs: 5_000 });
-  }
-}
+import {
+  certA,
+  certA2,
+  echoWebSocket,
+  tableCell,
+  withHttpsListener,
+} from "../../tests/support/tls_world.ts";
 
 Deno.test("listenHttps() tells the handler the request is secure, its port and the client's address", async () => {
   const seen: ConnectionInfo[] = [];
@@ -60,7 +24,7 @@ Deno.test("listenHttps() tells the handler the request is secure, its port and t
     seen.push(info);
     return new Response(`${req.method} ${new URL(req.url).host}`);
   };
-  await withListener({ handler }, async (_listener, port) => {
+  await withHttpsListener({ handler }, async (_listener, port) => {
     const response = await httpsGet(port, "/x?y", {
       serverName: "a.test",
       caCerts: [certA.certPem],
@@ -98,7 +62,7 @@ Deno.test("listenHttps() tells the handler the request is secure, its port and t
 
 Deno.test("client connections of every generation have TCP_NODELAY (streamed responses do not wait for delayed ACKs)", async () => {
   const cell = tableCell(certA);
-  await withListener({ table: cell.get }, async (listener, port) => {
+  await withHttpsListener({ table: cell.get }, async (listener, port) => {
     for (const certificate of [certA, certA2]) {
       cell.set(certificate);
       listener.refresh();
@@ -182,22 +146,11 @@ Deno.test("shutdown() returns at the deadline with a request in flight, and fini
   await within(5_000, "the listener to finish", listener.finished);
 });
 
-/** Echoes WebSocket messages; answers other requests with "ok". */
-const echoWebSocket: RequestHandler = (req) => {
-  if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("ok");
-  const { socket, response } = Deno.upgradeWebSocket(req);
-  socket.onmessage = (event) => {
-    if (event.data === "close") socket.close(4001, "asked to");
-    else socket.send(event.data);
-  };
-  return response;
-};
-
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 Deno.test("a WebSocket through the HTTPS listener relays messages both ways and its close code", async () => {
-  await withListener({ handler: echoWebSocket }, async (_listener, port) => {
+  await withHttpsListener({ handler: echoWebSocket }, async (_listener, port) => {
     const ws = await wssConnect(port, "/ws", { serverName: "a.test", caCerts: [certA.certPem] });
     try {
       assertStringIncludes(ws.head.toLowerCase(), "upgrade: websocket");
@@ -232,7 +185,7 @@ Deno.test("a WebSocket closed by the client reports its close code to the server
     socket.onclose = (event) => closed.resolve(event.code);
     return response;
   };
-  await withListener({ handler }, async (_listener, port) => {
+  await withHttpsListener({ handler }, async (_listener, port) => {
     const ws = await wssConnect(port, "/", { serverName: "a.test", caCerts: [certA.certPem] });
     try {
       await ws.send(1, encoder.encode("ping"));
@@ -256,7 +209,7 @@ Deno.test("the inner server answers only its own relays", async () => {
     called++;
     return new Response("ok");
   };
-  await withListener({ handler }, async (listener) => {
+  await withHttpsListener({ handler }, async (listener) => {
     const inner = listener.innerAddr;
     assertEquals(inner.hostname, "127.0.0.1");
     const response = await fetch(`http://127.0.0.1:${inner.port}/`);
@@ -333,7 +286,7 @@ Deno.test("listenHttps() reports `closed` when Deno closes its inner server on i
     Deno.upgradeWebSocket(req);
     return new Response("no", { status: 502 });
   };
-  await withListener({ handler }, async (listener, port) => {
+  await withHttpsListener({ handler }, async (listener, port) => {
     let closed = false;
     void listener.closed.then(() => closed = true);
     assertEquals(

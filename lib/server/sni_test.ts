@@ -9,42 +9,31 @@
  *
  * @module
  */
-import type { CertificateTable, ServingCertificate, Snapshot } from "../routing/snapshot.ts";
+import type { Snapshot } from "../routing/snapshot.ts";
 import {
+  certA,
+  certDefault,
+  certWild,
   DEFAULT,
   leafIs,
   pairA,
   pairB,
   pairWild,
-  tableOf,
+  secretsTable,
+  serves,
+  withHttpsListener,
   withTlsListener,
 } from "../../tests/support/tls_world.ts";
-import {
-  type PemPair,
-  probeCertificate,
-  tlsData,
-  tlsIngress,
-  tlsSecret,
-} from "../../tests/support/tls_material.ts";
+import { type PemPair, probeCertificate } from "../../tests/support/tls_material.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { waitFor } from "../../tests/support/wait.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
-import { compileStubSnapshot, stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
+import { compileStubSnapshot } from "../../tests/support/stub_snapshot.ts";
 import { createProxyHandler } from "../proxy/proxy_handler.ts";
 import type { RequestHandler } from "./listener.ts";
-import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { type HttpsListener, listenHttps } from "./https_listener.ts";
-import { tlsHandshake } from "../../tests/support/tls_client.ts";
-
-function stubTable(): CertificateTable {
-  return tableOf({
-    ingresses: [tlsIngress("a", ["a.test"], "a"), tlsIngress("w", ["*.w.test"], "w")],
-    secrets: [tlsSecret("a", tlsData(pairA!)), tlsSecret("w", tlsData(pairWild!))],
-  }).table;
-}
 
 Deno.test("odd server names get the right certificate: none, IP literals, uppercase, trailing dot, wildcard depth", async () => {
-  const table = stubTable();
+  const table = secretsTable();
   await withTlsListener(() => table, {}, async (_listener, port) => {
     const cases: [string | undefined, PemPair][] = [
       [undefined, DEFAULT],
@@ -66,7 +55,7 @@ Deno.test("odd server names get the right certificate: none, IP literals, upperc
 });
 
 Deno.test("an over-long, empty, non-ASCII or NUL-holding server name is refused with an alert; the listener carries on", async () => {
-  const table = stubTable();
+  const table = secretsTable();
   await withTlsListener(() => table, {}, async (listener, port) => {
     const names: (string | Uint8Array)[] = [
       "x".repeat(255),
@@ -133,50 +122,6 @@ Deno.test("a request is routed, redirected and given HSTS by its Host (or :autho
     await Promise.all([backendA.close(), backendB.close()]);
   }
 });
-
-const [certA, certWild, certDefault] = await Promise.all([
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" }),
-  generateSelfSignedCertificate({ hostnames: ["*.w.test"], commonName: "w" }),
-  generateSelfSignedCertificate({ hostnames: ["default.test", "*.rand.test"], commonName: "d" }),
-]);
-
-/** A certificate table the test can swap, as the worker does when a snapshot arrives. */
-function tableCell(forA: ServingCertificate) {
-  const build = (a: ServingCertificate) =>
-    stubCertificateTable([
-      { hosts: ["a.test"], certificate: a },
-      { hosts: ["*.w.test"], certificate: certWild },
-    ], certDefault);
-  let table: CertificateTable = build(forA);
-  return {
-    get: () => table,
-    set: (a: ServingCertificate) => table = build(a),
-  };
-}
-
-const ok: RequestHandler = () => new Response("ok");
-
-async function withHttpsListener(
-  options: { handler?: RequestHandler; maxServerNames?: number; table?: () => CertificateTable },
-  body: (listener: HttpsListener, port: number) => Promise<void>,
-): Promise<void> {
-  const listener = listenHttps(options.handler ?? ok, {
-    hostname: "127.0.0.1",
-    port: 0,
-    certificates: options.table ?? tableCell(certA).get,
-    ...(options.maxServerNames === undefined ? {} : { maxServerNames: options.maxServerNames }),
-  });
-  try {
-    await body(listener, listener.addr.port);
-  } finally {
-    await listener.shutdown({ timeoutMs: 5_000 });
-  }
-}
-
-/** Resolves when a handshake trusting only `certificate` succeeds, i.e. that one is served. */
-function serves(port: number, serverName: string, certificate: ServingCertificate) {
-  return tlsHandshake(port, { serverName, caCerts: [certificate.certPem] });
-}
 
 Deno.test("listenHttps() serves the table's certificate: exact host, wildcard, then default", async () => {
   await withHttpsListener({}, async (_listener, port) => {

@@ -8,39 +8,32 @@
  *
  * @module
  */
-import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
+
 import {
+  certA,
   endsWithin,
   leafIs,
+  okHandler,
   pairA,
-  pairWild,
-  tableOf,
+  secretsTable,
+  tableCell,
+  withHttpsListener,
   withTlsListener,
 } from "../../tests/support/tls_world.ts";
 import {
   clientHello,
   probeCertificate,
   readServerFlight,
-  tlsData,
-  tlsIngress,
-  tlsSecret,
 } from "../../tests/support/tls_material.ts";
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import type { RequestHandler } from "./listener.ts";
 import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
 import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
-import { type HttpsListener, listenHttps } from "./https_listener.ts";
-
-function stubTable(): CertificateTable {
-  return tableOf({
-    ingresses: [tlsIngress("a", ["a.test"], "a"), tlsIngress("w", ["*.w.test"], "w")],
-    secrets: [tlsSecret("a", tlsData(pairA!)), tlsSecret("w", tlsData(pairWild!))],
-  }).table;
-}
+import { listenHttps } from "./https_listener.ts";
 
 Deno.test("a partial ClientHello, then silence, is disconnected after firstBytesTimeoutMs", async () => {
-  await withTlsListener(stubTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
+  await withTlsListener(secretsTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     await conn.write(clientHello({ serverName: "a.test" }).subarray(0, 40));
     assertEquals(await endsWithin(conn, 5_000), "closed");
@@ -52,7 +45,7 @@ Deno.test("a partial ClientHello, then silence, is disconnected after firstBytes
 // pending (pinned in native_socket_test.ts), so such clients kept their descriptors for good. The
 // listener now shuts those sockets down itself.
 Deno.test("a client that sends a ClientHello and then nothing is disconnected after firstBytesTimeoutMs", async () => {
-  await withTlsListener(stubTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
+  await withTlsListener(secretsTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     await conn.write(clientHello({ serverName: "a.test" }));
     const flight = await readServerFlight(conn);
@@ -65,7 +58,7 @@ Deno.test("a client that sends a ClientHello and then nothing is disconnected af
 });
 
 Deno.test("clients that connect and send nothing are disconnected after firstBytesTimeoutMs, 200 of them at once", async () => {
-  await withTlsListener(stubTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
+  await withTlsListener(secretsTable, { firstBytesTimeoutMs: 200 }, async (listener, port) => {
     const conns = await Promise.all(
       Array.from({ length: 200 }, () => Deno.connect({ hostname: "127.0.0.1", port })),
     );
@@ -79,7 +72,7 @@ Deno.test("clients that connect and send nothing are disconnected after firstByt
 });
 
 Deno.test("a handshake that fails mid-way ends the connection and leaves no relay behind", async () => {
-  await withTlsListener(stubTable, {}, async (listener, port) => {
+  await withTlsListener(secretsTable, {}, async (listener, port) => {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     await conn.write(clientHello({ serverName: "a.test" }));
     assert(leafIs(await readServerFlight(conn), pairA!));
@@ -97,7 +90,7 @@ Deno.test("plain HTTP sent to the HTTPS port gets a TLS alert and a close, and r
     requests++;
     return new Response("ok");
   };
-  await withTlsListener(stubTable, { handler }, async (listener, port) => {
+  await withTlsListener(secretsTable, { handler }, async (listener, port) => {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     await conn.write(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
     const flight = await within(5_000, "the server's answer", readServerFlight(conn));
@@ -110,7 +103,7 @@ Deno.test("plain HTTP sent to the HTTPS port gets a TLS alert and a close, and r
 });
 
 Deno.test("ALPN: h2 and http/1.1 are chosen as offered, none works as HTTP/1.1, an unknown-only list is refused", async () => {
-  await withTlsListener(stubTable, {}, async (_listener, port) => {
+  await withTlsListener(secretsTable, {}, async (_listener, port) => {
     const alpn = async (offer?: string[]) => (await probeCertificate(port, {
       serverName: "a.test",
       ...(offer === undefined ? {} : { alpn: offer }),
@@ -143,45 +136,6 @@ Deno.test("ALPN: h2 and http/1.1 are chosen as offered, none works as HTTP/1.1, 
   });
 });
 
-const [certA, certWild, certDefault] = await Promise.all([
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" }),
-  generateSelfSignedCertificate({ hostnames: ["*.w.test"], commonName: "w" }),
-  generateSelfSignedCertificate({ hostnames: ["default.test", "*.rand.test"], commonName: "d" }),
-]);
-
-/** A certificate table the test can swap, as the worker does when a snapshot arrives. */
-function tableCell(forA: ServingCertificate) {
-  const build = (a: ServingCertificate) =>
-    stubCertificateTable([
-      { hosts: ["a.test"], certificate: a },
-      { hosts: ["*.w.test"], certificate: certWild },
-    ], certDefault);
-  let table: CertificateTable = build(forA);
-  return {
-    get: () => table,
-    set: (a: ServingCertificate) => table = build(a),
-  };
-}
-
-const ok: RequestHandler = () => new Response("ok");
-
-async function withHttpsListener(
-  options: { handler?: RequestHandler; maxServerNames?: number; table?: () => CertificateTable },
-  body: (listener: HttpsListener, port: number) => Promise<void>,
-): Promise<void> {
-  const listener = listenHttps(options.handler ?? ok, {
-    hostname: "127.0.0.1",
-    port: 0,
-    certificates: options.table ?? tableCell(certA).get,
-    ...(options.maxServerNames === undefined ? {} : { maxServerNames: options.maxServerNames }),
-  });
-  try {
-    await body(listener, listener.addr.port);
-  } finally {
-    await listener.shutdown({ timeoutMs: 5_000 });
-  }
-}
-
 Deno.test("listenHttps() serves HTTP/2 requests negotiated by ALPN", async () => {
   const cert = await generateSelfSignedCertificate({ hostnames: ["localhost"] });
   const table = stubCertificateTable([], cert);
@@ -194,7 +148,7 @@ Deno.test("listenHttps() serves HTTP/2 requests negotiated by ALPN", async () =>
 });
 
 Deno.test("a client that sends no request in time after its TLS handshake is disconnected", async () => {
-  const listener = listenHttps(ok, {
+  const listener = listenHttps(okHandler, {
     hostname: "127.0.0.1",
     port: 0,
     certificates: tableCell(certA).get,

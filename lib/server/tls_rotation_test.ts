@@ -9,15 +9,8 @@
  *
  * @module
  */
-import { generateSelfSignedCertificate } from "../tls/self_signed.ts";
-import { type ScriptedConn, startScriptedBackend } from "../../tests/support/scripted_backend.ts";
-import { createProxyHandler, type ProxyHandler } from "../proxy/proxy_handler.ts";
-import { staticSnapshot } from "../../tests/support/static_snapshot.ts";
-import type { Listener, RequestHandler } from "./listener.ts";
-import { closeQuietly, latin1 } from "../../tests/support/raw_http.ts";
-import { type HttpsListener, listenHttps } from "./https_listener.ts";
-import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
-import { listenHttp } from "./http_listener.ts";
+
+import type { HttpsListener } from "./https_listener.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import {
   assert,
@@ -25,129 +18,36 @@ import {
   assertRejects,
   assertStringIncludes,
 } from "../../tests/support/assert.ts";
-import type { CertificateTable, ServingCertificate } from "../routing/snapshot.ts";
 import {
+  certA,
+  certA2,
+  certA3,
+  certA4,
+  certDefault,
+  certWild,
+  echoWebSocket,
   leafIs,
   pairA,
   pairWild,
-  tableOf,
+  secretsTable,
+  serves,
+  tableCell,
+  withHttpsListener,
   withTlsListener,
 } from "../../tests/support/tls_world.ts";
+import { probeCertificate } from "../../tests/support/tls_material.ts";
+import { wssConnect } from "../../tests/support/tls_client.ts";
 import {
-  probeCertificate,
-  tlsData,
-  tlsIngress,
-  tlsSecret,
-} from "../../tests/support/tls_material.ts";
-import { tlsHandshake, wssConnect } from "../../tests/support/tls_client.ts";
-
-const certificate = await generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" });
-
-/** The backend's answer: a chunked head and one chunk, then nothing more, ever. */
-const STALLED_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" +
-  "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
-
-/** Far below the proxy's 60 s I/O timeout, far above a prompt close on a loaded machine. */
-const PROMPT_MS = 5_000;
-
-/** A raw backend whose connections answer `STALLED_HEAD` once `answer` resolves, then wait for EOF. */
-function stallingBackend() {
-  const answer = Promise.withResolvers<void>();
-  const requested = Promise.withResolvers<void>();
-  const closed = Promise.withResolvers<void>();
-  let wrote = false;
-  const backend = startScriptedBackend(async (conn: ScriptedConn) => {
-    if ((await conn.readHead()) === null) return;
-    requested.resolve();
-    // Whichever comes first: the test lets the backend answer, or the proxy closes the socket.
-    const eof = conn.readSome().then(async function drain(bytes): Promise<void> {
-      if (bytes !== null) return drain(await conn.readSome());
-    });
-    if ((await Promise.race([answer.promise.then(() => "answer"), eof])) === "answer") {
-      await conn.write(STALLED_HEAD).catch(() => {});
-      wrote = true;
-      await eof;
-    }
-    closed.resolve();
-  });
-  return {
-    backend,
-    answer: () => answer.resolve(),
-    requested: requested.promise,
-    /** Resolves when the proxy closed the backend connection. */
-    closed: closed.promise,
-    get wrote() {
-      return wrote;
-    },
-  };
-}
-
-function proxyTo(port: number): ProxyHandler {
-  const snapshot = staticSnapshot([{ endpoints: [{ address: "127.0.0.1", port }] }]);
-  // readTimeoutMs stays at its 60 s default on purpose.
-  return createProxyHandler({ snapshot: () => snapshot });
-}
-
-/** A test's teardown: the client, the listener (bounded), the proxy, then the backend. */
-async function tearDown(
-  client: Deno.Conn,
-  listener: Listener,
-  proxy: ProxyHandler,
-  world: ReturnType<typeof stallingBackend>,
-): Promise<void> {
-  closeQuietly(client);
-  await listener.shutdown({ timeoutMs: 1_000 });
-  proxy.close();
-  await world.backend.close();
-}
-
-type Kind = "http" | "http-relayed" | "https";
-
-function listen(kind: Kind, proxy: ProxyHandler): Listener {
-  if (kind === "https") {
-    return listenHttps(proxy, {
-      hostname: "127.0.0.1",
-      port: 0,
-      certificates: () => stubCertificateTable([], certificate),
-    });
-  }
-  return listenHttp(proxy, {
-    hostname: "127.0.0.1",
-    port: 0,
-    ...(kind === "http" ? {} : { relay: { firstBytesTimeoutMs: 30_000, idleTimeoutMs: 75_000 } }),
-  });
-}
-
-async function openClient(kind: Kind, port: number): Promise<Deno.Conn> {
-  if (kind !== "https") return await Deno.connect({ hostname: "127.0.0.1", port });
-  const tcp = await Deno.connect({ hostname: "127.0.0.1", port });
-  try {
-    return await Deno.startTls(tcp, { hostname: "a.test", caCerts: [certificate.certPem] });
-  } catch (error) {
-    closeQuietly(tcp);
-    throw error;
-  }
-}
-
-async function send(conn: Deno.Conn, text: string): Promise<void> {
-  const bytes = new TextEncoder().encode(text);
-  let at = 0;
-  while (at < bytes.length) at += await conn.write(bytes.subarray(at));
-}
-
-/** Reads until `marker` has arrived; resolves with everything read. */
-async function readUntil(conn: Deno.Conn, marker: string): Promise<string> {
-  let text = "";
-  const buffer = new Uint8Array(16 * 1024);
-  while (!text.includes(marker)) {
-    const n = await within(PROMPT_MS, `"${marker}" from the proxy`, conn.read(buffer));
-    if (n === null) throw new Error(`Closed after "${text}"`);
-    text += latin1(buffer.subarray(0, n));
-  }
-  return text;
-}
-
-const GET = "GET /stream HTTP/1.1\r\nHost: a.test\r\n\r\n";
+  GET,
+  listen,
+  openClient,
+  PROMPT_MS,
+  proxyTo,
+  readUntil,
+  send,
+  stallingBackend,
+  tearDown,
+} from "../../tests/support/stalled_body_world.ts";
 
 Deno.test("a stalled body in flight across an HTTPS rotation: the client leaving closes the backend connection and ends the old generation's drain at once", async () => {
   const world = stallingBackend();
@@ -175,15 +75,8 @@ Deno.test("a stalled body in flight across an HTTPS rotation: the client leaving
   }
 });
 
-function stubTable(): CertificateTable {
-  return tableOf({
-    ingresses: [tlsIngress("a", ["a.test"], "a"), tlsIngress("w", ["*.w.test"], "w")],
-    secrets: [tlsSecret("a", tlsData(pairA!)), tlsSecret("w", tlsData(pairWild!))],
-  }).table;
-}
-
 Deno.test("a flood of random server names rotates generations and keeps each one's names bounded", async () => {
-  const table = stubTable();
+  const table = secretsTable();
   const maxServerNames = 50;
   await withTlsListener(() => table, { maxServerNames }, async (listener, port) => {
     let refused = 0;
@@ -212,53 +105,6 @@ Deno.test("a flood of random server names rotates generations and keeps each one
     assert(leafIs(await probeCertificate(port, { serverName: "a.test" }), pairA!));
   });
 });
-
-const [certA, certA2, certA3, certA4, certWild, certDefault] = await Promise.all([
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" }),
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a2" }),
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a3" }),
-  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a4" }),
-  generateSelfSignedCertificate({ hostnames: ["*.w.test"], commonName: "w" }),
-  generateSelfSignedCertificate({ hostnames: ["default.test", "*.rand.test"], commonName: "d" }),
-]);
-
-/** A certificate table the test can swap, as the worker does when a snapshot arrives. */
-function tableCell(forA: ServingCertificate) {
-  const build = (a: ServingCertificate) =>
-    stubCertificateTable([
-      { hosts: ["a.test"], certificate: a },
-      { hosts: ["*.w.test"], certificate: certWild },
-    ], certDefault);
-  let table: CertificateTable = build(forA);
-  return {
-    get: () => table,
-    set: (a: ServingCertificate) => table = build(a),
-  };
-}
-
-const ok: RequestHandler = () => new Response("ok");
-
-async function withHttpsListener(
-  options: { handler?: RequestHandler; maxServerNames?: number; table?: () => CertificateTable },
-  body: (listener: HttpsListener, port: number) => Promise<void>,
-): Promise<void> {
-  const listener = listenHttps(options.handler ?? ok, {
-    hostname: "127.0.0.1",
-    port: 0,
-    certificates: options.table ?? tableCell(certA).get,
-    ...(options.maxServerNames === undefined ? {} : { maxServerNames: options.maxServerNames }),
-  });
-  try {
-    await body(listener, listener.addr.port);
-  } finally {
-    await listener.shutdown({ timeoutMs: 5_000 });
-  }
-}
-
-/** Resolves when a handshake trusting only `certificate` succeeds, i.e. that one is served. */
-function serves(port: number, serverName: string, certificate: ServingCertificate) {
-  return tlsHandshake(port, { serverName, caCerts: [certificate.certPem] });
-}
 
 Deno.test("refresh() serves a renewed certificate to new connections", async () => {
   const cell = tableCell(certA);
@@ -392,17 +238,6 @@ Deno.test("renewing the certificate under load fails no request", async () => {
     await assertRejects(() => serves(port, "a.test", certA3), Error, "invalid peer certificate");
   });
 });
-
-/** Echoes WebSocket messages; answers other requests with "ok". */
-const echoWebSocket: RequestHandler = (req) => {
-  if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("ok");
-  const { socket, response } = Deno.upgradeWebSocket(req);
-  socket.onmessage = (event) => {
-    if (event.data === "close") socket.close(4001, "asked to");
-    else socket.send(event.data);
-  };
-  return response;
-};
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

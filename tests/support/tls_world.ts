@@ -1,9 +1,12 @@
 /**
  * Test support for the TLS tests of `lib/server/`: the certificates they serve
  * (made once, at load: valid, wildcard, default, expired, not yet valid,
- * without subjectAltName, uppercase), the HTTPS listener around a certificate
- * table, tables built from TLS Secrets at `NOW` (`tls_material.ts`), and
- * checks of what a handshake served.
+ * without subjectAltName, uppercase, from `tls_material.ts`; and Sluice's own
+ * self-signed ones for `a.test` and its renewals, `*.w.test` and a default),
+ * the HTTPS listener around a certificate table, tables built from TLS Secrets
+ * at `NOW` (`tls_material.ts`) or swappable as the worker swaps them
+ * ({@linkcode tableCell}), a handler echoing WebSockets, and checks of what a
+ * handshake served. Not part of Sluice.
  *
  * @module
  */
@@ -19,9 +22,12 @@ import {
   tlsIngress,
   tlsSecret,
 } from "./tls_material.ts";
+import { stubCertificateTable } from "./stub_snapshot.ts";
+import { tlsHandshake } from "./tls_client.ts";
 import type { CertificateTable, ServingCertificate } from "../../lib/routing/snapshot.ts";
 import type { RequestHandler } from "../../lib/server/listener.ts";
 import { type HttpsListener, listenHttps } from "../../lib/server/https_listener.ts";
+import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import type { InspectCertificate } from "../../lib/translate/translation.ts";
 
 export const NOW = Date.now();
@@ -49,7 +55,51 @@ export const [pairA, pairB, pairWild, pairDefault, pairExpired, pairFuture, pair
   ]);
 export const DEFAULT: ServingCertificate = { source: "sluice/self-signed", ...pairDefault! };
 
+/**
+ * Sluice's own self-signed certificates (`lib/tls/self_signed.ts`): `a.test`
+ * and three renewals of it (common names a, a2, a3, a4), `*.w.test`, and a
+ * default for `default.test` and `*.rand.test`.
+ */
+export const [certA, certA2, certA3, certA4, certWild, certDefault] = await Promise.all([
+  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a" }),
+  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a2" }),
+  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a3" }),
+  generateSelfSignedCertificate({ hostnames: ["a.test"], commonName: "a4" }),
+  generateSelfSignedCertificate({ hostnames: ["*.w.test"], commonName: "w" }),
+  generateSelfSignedCertificate({ hostnames: ["default.test", "*.rand.test"], commonName: "d" }),
+]);
+
+/** Answers every request with "ok". */
 export const okHandler: RequestHandler = () => new Response("ok");
+
+/** Echoes WebSocket messages (closing with 4001 on "close"); answers other requests with "ok". */
+export const echoWebSocket: RequestHandler = (req) => {
+  if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("ok");
+  const { socket, response } = Deno.upgradeWebSocket(req);
+  socket.onmessage = (event) => {
+    if (event.data === "close") socket.close(4001, "asked to");
+    else socket.send(event.data);
+  };
+  return response;
+};
+
+/**
+ * A certificate table the test can swap, as the worker does when a snapshot
+ * arrives: `forA` for `a.test`, {@linkcode certWild} for `*.w.test`,
+ * {@linkcode certDefault} otherwise.
+ */
+export function tableCell(forA: ServingCertificate) {
+  const build = (a: ServingCertificate) =>
+    stubCertificateTable([
+      { hosts: ["a.test"], certificate: a },
+      { hosts: ["*.w.test"], certificate: certWild },
+    ], certDefault);
+  let table: CertificateTable = build(forA);
+  return {
+    get: () => table,
+    set: (a: ServingCertificate) => table = build(a),
+  };
+}
 
 export async function withTlsListener(
   certificates: () => CertificateTable,
@@ -70,6 +120,23 @@ export async function withTlsListener(
   } finally {
     await listener.shutdown({ timeoutMs: 5_000 });
   }
+}
+
+/**
+ * {@linkcode withTlsListener} serving `options.table`, by default a fresh
+ * {@linkcode tableCell}`(certA)`.
+ */
+export function withHttpsListener(
+  options: { handler?: RequestHandler; maxServerNames?: number; table?: () => CertificateTable },
+  body: (listener: HttpsListener, port: number) => Promise<void>,
+): Promise<void> {
+  const { table = tableCell(certA).get, ...rest } = options;
+  return withTlsListener(table, rest, body);
+}
+
+/** Resolves when a handshake trusting only `certificate` succeeds, i.e. that one is served. */
+export function serves(port: number, serverName: string, certificate: ServingCertificate) {
+  return tlsHandshake(port, { serverName, caCerts: [certificate.certPem] });
 }
 
 /** Whether the flight's leaf certificate is `pair`'s. */
@@ -121,6 +188,14 @@ export function tableOf(
     defaultCertificate: DEFAULT,
     ...(inspectCertificate === undefined ? {} : { inspectCertificate }),
   });
+}
+
+/** The table of Secrets `tls/a` (`a.test`, {@linkcode pairA}) and `tls/w` (`*.w.test`, {@linkcode pairWild}) at `NOW`. */
+export function secretsTable(): CertificateTable {
+  return tableOf({
+    ingresses: [tlsIngress("a", ["a.test"], "a"), tlsIngress("w", ["*.w.test"], "w")],
+    secrets: [tlsSecret("a", tlsData(pairA!)), tlsSecret("w", tlsData(pairWild!))],
+  }).table;
 }
 
 export function issueFor(
