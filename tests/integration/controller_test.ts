@@ -25,6 +25,7 @@ import { Controller } from "../../lib/control/controller.ts";
 import { captureLogs } from "../support/captured_logs.ts";
 import { createCertificateInspector } from "../../lib/tls/certificate_inspector.ts";
 import type { Translation } from "../../lib/translate/translation.ts";
+import { webEndpointSlice, webService } from "../support/fixture_objects.ts";
 
 interface Setup {
   admin: KubeClient;
@@ -42,32 +43,9 @@ async function prepare(admin: KubeClient, prefix: string): Promise<Setup> {
     metadata: { name: ns },
     spec: { controller: controllerName },
   });
-  await admin.create(SERVICES, { namespace: ns }, {
-    apiVersion: "v1",
-    kind: "Service",
-    metadata: { name: "web" },
-    spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] },
-  });
-  await admin.create(ENDPOINT_SLICES, { namespace: ns }, slice(["10.244.0.10"]));
+  await admin.create(SERVICES, { namespace: ns }, webService());
+  await admin.create(ENDPOINT_SLICES, { namespace: ns }, webEndpointSlice(["10.244.0.10"]));
   return { admin, ns, className: ns, controllerName };
-}
-
-function slice(addresses: string[], resourceVersion?: string) {
-  return {
-    apiVersion: "discovery.k8s.io/v1",
-    kind: "EndpointSlice",
-    metadata: {
-      name: "web-1",
-      labels: {
-        "kubernetes.io/service-name": "web",
-        "endpointslice.kubernetes.io/managed-by": "sluice-tests",
-      },
-      ...(resourceVersion === undefined ? {} : { resourceVersion }),
-    },
-    addressType: "IPv4",
-    ports: [{ name: "http", port: 8080, protocol: "TCP" }],
-    endpoints: addresses.map((address) => ({ addresses: [address], conditions: { ready: true } })),
-  };
 }
 
 function ingress(className: string, options: { host?: string; tls?: boolean } = {}) {
@@ -175,7 +153,7 @@ Deno.test("Controller publishes routes from the apiserver, under the shipped RBA
     await admin.update(
       ENDPOINT_SLICES,
       { namespace: ns, name: "web-1" },
-      slice(["10.244.0.10", "10.244.0.11"], current.metadata.resourceVersion),
+      webEndpointSlice(["10.244.0.10", "10.244.0.11"], current.metadata.resourceVersion),
     );
     await waitFor("two endpoints", () => endpointsOf(controller.published).length === 2);
     assertEquals(endpointsOf(controller.published), ["10.244.0.10:8080", "10.244.0.11:8080"]);

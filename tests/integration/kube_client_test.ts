@@ -11,6 +11,7 @@ import {
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { within } from "../support/wait.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
+import { webEndpointSlice, webService } from "../support/fixture_objects.ts";
 
 const b64 = (s: string) => btoa(s);
 
@@ -22,26 +23,8 @@ Deno.test("KubeClient creates, lists and gets every kind Sluice reads, over veri
     const namespaces = await client.listAll<KubeObject>(NAMESPACES);
     assert(namespaces.items.some((n) => n.metadata?.name === ns));
 
-    await client.create(SERVICES, { namespace: ns }, {
-      apiVersion: "v1",
-      kind: "Service",
-      metadata: { name: "web" },
-      spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] },
-    });
-    await client.create(ENDPOINT_SLICES, { namespace: ns }, {
-      apiVersion: "discovery.k8s.io/v1",
-      kind: "EndpointSlice",
-      metadata: {
-        name: "web-1",
-        labels: {
-          "kubernetes.io/service-name": "web",
-          "endpointslice.kubernetes.io/managed-by": "sluice-tests",
-        },
-      },
-      addressType: "IPv4",
-      ports: [{ name: "http", port: 8080, protocol: "TCP" }],
-      endpoints: [{ addresses: ["10.244.0.10"], conditions: { ready: true } }],
-    });
+    await client.create(SERVICES, { namespace: ns }, webService());
+    await client.create(ENDPOINT_SLICES, { namespace: ns }, webEndpointSlice(["10.244.0.10"]));
     const className = `${ns}-class`;
     await client.create(INGRESS_CLASSES, {}, {
       apiVersion: "networking.k8s.io/v1",

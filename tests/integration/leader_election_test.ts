@@ -27,7 +27,6 @@ import type { Ingress } from "../../lib/k8s/objects.ts";
 import { INGRESSES, LEASES, NAMESPACES } from "../../lib/k8s/resources.ts";
 import {
   LeaderElector,
-  type LeaderElectorOptions,
   type Lease,
   type LeaseClient,
   microTime,
@@ -35,16 +34,22 @@ import {
 import { StatusWriter } from "../../lib/publish/status_writer.ts";
 import { adminClient, clientWithToken, freshNamespace } from "../support/kube.ts";
 import { waitFor, within } from "../support/wait.ts";
-import { webIngressSpec } from "../support/fixture_objects.ts";
+import { defaultBackendIngress, webIngress } from "../support/fixture_objects.ts";
 import { clientThrough, startRelay } from "../support/apiserver_relay.ts";
 import { ownCluster } from "../support/reflector_harness.ts";
 import { captureLogs } from "../support/captured_logs.ts";
 import { controllerToken } from "../support/controller_identity.ts";
 import { ROLE_BINDINGS } from "../support/rbac_resources.ts";
+import {
+  elector,
+  ingressStatusOf,
+  LEASE_MS,
+  LEASE_NAME,
+  RENEW_DEADLINE_MS,
+  RETRY_MS,
+  Timeline,
+} from "../support/leader_world.ts";
 
-const LEASE_MS = 2_000;
-const RENEW_DEADLINE_MS = 1_000;
-const RETRY_MS = 250;
 /** Room for requests to a busy apiserver on a shared machine. */
 const SLACK_MS = 600;
 
@@ -116,20 +121,10 @@ async function replica(
   };
 }
 
-async function statusOf(client: KubeClient, ns: string): Promise<string> {
-  const ingress = await client.get<Ingress>(INGRESSES, { namespace: ns, name: "web" });
-  return (ingress.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname).join(",");
-}
-
 async function setUp(prefix: string) {
   const admin = await adminClient();
   const ns = await freshNamespace(admin.client, prefix);
-  await admin.client.create(INGRESSES, { namespace: ns }, {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name: "web" },
-    spec: { defaultBackend: { service: { name: "web", port: { number: 80 } } } },
-  });
+  await admin.client.create(INGRESSES, { namespace: ns }, defaultBackendIngress("web"));
   const log = new LeadershipLog();
   const a = await replica("replica-a", ns, "192.0.2.1", log);
   const b = await replica("replica-b", ns, "192.0.2.2", log);
@@ -167,7 +162,7 @@ Deno.test("two replicas: exactly one leads and writes status; a crashed leader i
     assertEquals(fromLeader.notLeader, 0);
     await waitFor(
       "the leader's status",
-      async () => await statusOf(admin.client, ns) === addressOf(leader),
+      async () => await ingressStatusOf(admin.client, ns) === addressOf(leader),
     );
 
     // Crash: the leader stops renewing and does not release.
@@ -175,7 +170,7 @@ Deno.test("two replicas: exactly one leads and writes status; a crashed leader i
     const crashedAt = performance.now();
     await waitFor(
       "the follower to take over and publish",
-      async () => await statusOf(admin.client, ns) === addressOf(follower),
+      async () => await ingressStatusOf(admin.client, ns) === addressOf(follower),
       { timeoutMs: LEASE_MS + RETRY_MS + SLACK_MS + 2_000 },
     );
     const takeover = performance.now() - crashedAt;
@@ -229,7 +224,10 @@ Deno.test("a leader whose Lease is taken stops leading and writing status at onc
     a.elector.start();
     await waitFor("a to lead", () => a.elector.isLeader());
     await sync(a);
-    await waitFor("a's status", async () => await statusOf(admin.client, ns) === "192.0.2.1");
+    await waitFor(
+      "a's status",
+      async () => await ingressStatusOf(admin.client, ns) === "192.0.2.1",
+    );
 
     // The admin writes another holder into the Lease.
     const lease = await admin.client.get<Lease>(LEASES, { namespace: ns, name: "sluice-leader" });
@@ -265,46 +263,6 @@ Deno.test("a leader whose Lease is taken stops leading and writing status at onc
   }
 });
 
-const LEASE_NAME = "sluice-leader";
-
-/** Leadership transitions of one or more electors, with monotonic times. */
-class Timeline {
-  readonly entries: { what: string; at: number }[] = [];
-  mark(what: string): void {
-    this.entries.push({ what, at: performance.now() });
-  }
-  at(what: string): number | undefined {
-    return this.entries.find((e) => e.what === what)?.at;
-  }
-  count(what: string): number {
-    return this.entries.filter((e) => e.what === what).length;
-  }
-  toString(): string {
-    const t0 = this.entries[0]?.at ?? 0;
-    return this.entries.map((e) => `${Math.round(e.at - t0)} ms ${e.what}`).join(", ");
-  }
-}
-
-function elector(
-  client: LeaseClient,
-  ns: string,
-  identity: string,
-  timeline: Timeline,
-  extra: Partial<LeaderElectorOptions> = {},
-): LeaderElector {
-  return new LeaderElector({
-    client,
-    namespace: ns,
-    identity,
-    leaseDurationMs: LEASE_MS,
-    renewDeadlineMs: RENEW_DEADLINE_MS,
-    retryPeriodMs: RETRY_MS,
-    onStartedLeading: () => timeline.mark(`${identity} started`),
-    onStoppedLeading: () => timeline.mark(`${identity} stopped`),
-    ...extra,
-  });
-}
-
 /** A Lease client that counts its requests. */
 function counting(client: LeaseClient): { client: LeaseClient; requests: () => number } {
   let requests = 0;
@@ -316,20 +274,6 @@ function counting(client: LeaseClient): { client: LeaseClient; requests: () => n
     } as LeaseClient,
     requests: () => requests,
   };
-}
-
-function webIngress(name: string, host = `${name}.example.com`) {
-  return {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: webIngressSpec(host),
-  };
-}
-
-async function ingressStatusOf(client: KubeClient, ns: string, name = "web"): Promise<string> {
-  const found = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
-  return (found.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname).join(",");
 }
 
 async function holderOf(client: KubeClient, ns: string): Promise<string | undefined> {
@@ -349,8 +293,8 @@ Deno.test("a leader cut off by a partition stops leading within its renew deadli
   // HTTP/1.1, so that a request abandoned at the deadline takes its dead connection with it.
   const cut = await clientThrough(relay, { http2: false });
   const timeline = new Timeline();
-  const a = elector(cut.client, ns, "a", timeline);
-  const b = elector(admin.client, ns, "b", timeline);
+  const a = elector(cut.client, { namespace: ns, identity: "a", timeline });
+  const b = elector(admin.client, { namespace: ns, identity: "b", timeline });
   try {
     a.start();
     await waitFor("a to lead", () => a.isLeader());
@@ -394,7 +338,7 @@ Deno.test({
     await using relay = startRelay(admin.client.server);
     const cut = await clientThrough(relay); // the client Sluice builds
     const timeline = new Timeline();
-    const a = elector(cut.client, ns, "a", timeline);
+    const a = elector(cut.client, { namespace: ns, identity: "a", timeline });
     try {
       a.start();
       await waitFor("a to lead", () => a.isLeader());
@@ -418,7 +362,7 @@ Deno.test("a leader whose apiserver stops steps down within its renew deadline, 
   await own.client.create(NAMESPACES, {}, { metadata: { name: ns } });
   await own.client.create(INGRESSES, { namespace: ns }, webIngress("web"));
   const timeline = new Timeline();
-  const a = elector(own.client, ns, "a", timeline, { logger: logs.logger });
+  const a = elector(own.client, { namespace: ns, identity: "a", timeline, logger: logs.logger });
   let patches = 0;
   const writer = new StatusWriter({
     client: { patch: (...args) => (patches++, own.client.patch(...args)) },
@@ -474,7 +418,7 @@ Deno.test("a leader whose Lease RBAC is revoked steps down within its renew dead
   using logs = captureLogs();
   const timeline = new Timeline();
   const leases = counting(sa.client);
-  const a = elector(leases.client, ns, "a", timeline, { logger: logs.logger });
+  const a = elector(leases.client, { namespace: ns, identity: "a", timeline, logger: logs.logger });
   const binding = { namespace: ns, name: "sluice-leader-election" };
   try {
     await waitFor("the Role to take effect", async () => {
@@ -532,7 +476,7 @@ Deno.test("a leader keeps leading while someone else keeps editing its Lease (40
   const admin = await adminClient();
   const ns = await freshNamespace(admin.client, "hc-lease-409");
   const timeline = new Timeline();
-  const a = elector(admin.client, ns, "a", timeline);
+  const a = elector(admin.client, { namespace: ns, identity: "a", timeline });
   try {
     a.start();
     await waitFor("a to lead", () => a.isLeader());
@@ -566,7 +510,7 @@ Deno.test("a leader whose Lease is deleted and re-created by another holder stop
   const admin = await adminClient();
   const ns = await freshNamespace(admin.client, "hc-lease-replaced");
   const timeline = new Timeline();
-  const a = elector(admin.client, ns, "a", timeline);
+  const a = elector(admin.client, { namespace: ns, identity: "a", timeline });
   try {
     a.start();
     await waitFor("a to lead", () => a.isLeader());
@@ -618,7 +562,7 @@ Deno.test("a Lease held by a silent holder for 2^31-1 seconds is not taken over,
   });
   const timeline = new Timeline();
   const leases = counting(admin.client);
-  const a = elector(leases.client, ns, "a", timeline);
+  const a = elector(leases.client, { namespace: ns, identity: "a", timeline });
   try {
     const started = performance.now();
     a.start();
@@ -638,7 +582,7 @@ Deno.test("an elector whose namespace does not exist yet warns once and leads on
   const ns = `hc-no-ns-${crypto.randomUUID().slice(0, 8)}`;
   using logs = captureLogs();
   const timeline = new Timeline();
-  const a = elector(admin.client, ns, "a", timeline, { logger: logs.logger });
+  const a = elector(admin.client, { namespace: ns, identity: "a", timeline, logger: logs.logger });
   try {
     a.start();
     await waitFor(
@@ -665,7 +609,7 @@ Deno.test("stop() returns within the renew deadline while the apiserver does not
   await using relay = startRelay(admin.client.server);
   const cut = await clientThrough(relay);
   const timeline = new Timeline();
-  const a = elector(cut.client, ns, "a", timeline);
+  const a = elector(cut.client, { namespace: ns, identity: "a", timeline });
   try {
     a.start();
     await waitFor("a to lead", () => a.isLeader());

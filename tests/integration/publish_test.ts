@@ -13,11 +13,7 @@ import { KubeClient, type KubeObject } from "../../lib/k8s/kube_client.ts";
 import type { Ingress } from "../../lib/k8s/objects.ts";
 import { EVENTS, INGRESSES, LEASES, SERVICES } from "../../lib/k8s/resources.ts";
 import { EventRecorder, ISSUE_REASON } from "../../lib/publish/event_recorder.ts";
-import {
-  LeaderElector,
-  type LeaderElectorOptions,
-  type LeaseClient,
-} from "../../lib/publish/leader_election.ts";
+import { LeaderElector } from "../../lib/publish/leader_election.ts";
 import {
   type PublishedService,
   StatusWriter,
@@ -27,8 +23,9 @@ import type { Issue } from "../../lib/translate/issues.ts";
 import { controllerIdentity } from "../support/controller_identity.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor } from "../support/wait.ts";
-import { webIngressSpec } from "../support/fixture_objects.ts";
+import { defaultBackendIngress, webIngress } from "../support/fixture_objects.ts";
 import { clientThrough, startRelay } from "../support/apiserver_relay.ts";
+import { elector, ingressStatusOf, Timeline } from "../support/leader_world.ts";
 
 interface CoreEventObject extends KubeObject {
   involvedObject: { kind: string; name: string; uid?: string };
@@ -40,15 +37,11 @@ interface CoreEventObject extends KubeObject {
 }
 
 async function createIngress(client: KubeClient, ns: string, name: string): Promise<Ingress> {
-  return await client.create<Ingress>(INGRESSES, { namespace: ns }, {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: {
-      ingressClassName: "sluice",
-      defaultBackend: { service: { name: "web", port: { number: 80 } } },
-    },
-  });
+  return await client.create<Ingress>(
+    INGRESSES,
+    { namespace: ns },
+    defaultBackendIngress(name, "sluice"),
+  );
 }
 
 async function ingresses(client: KubeClient, ns: string): Promise<Ingress[]> {
@@ -298,62 +291,6 @@ Deno.test("the RBAC in manifests/ suffices for leader election, status and Event
   }
 });
 
-const LEASE_MS = 2_000;
-const RENEW_DEADLINE_MS = 1_000;
-const RETRY_MS = 250;
-
-/** Leadership transitions of one or more electors, with monotonic times. */
-class Timeline {
-  readonly entries: { what: string; at: number }[] = [];
-  mark(what: string): void {
-    this.entries.push({ what, at: performance.now() });
-  }
-  at(what: string): number | undefined {
-    return this.entries.find((e) => e.what === what)?.at;
-  }
-  count(what: string): number {
-    return this.entries.filter((e) => e.what === what).length;
-  }
-  toString(): string {
-    const t0 = this.entries[0]?.at ?? 0;
-    return this.entries.map((e) => `${Math.round(e.at - t0)} ms ${e.what}`).join(", ");
-  }
-}
-
-function elector(
-  client: LeaseClient,
-  ns: string,
-  identity: string,
-  timeline: Timeline,
-  extra: Partial<LeaderElectorOptions> = {},
-): LeaderElector {
-  return new LeaderElector({
-    client,
-    namespace: ns,
-    identity,
-    leaseDurationMs: LEASE_MS,
-    renewDeadlineMs: RENEW_DEADLINE_MS,
-    retryPeriodMs: RETRY_MS,
-    onStartedLeading: () => timeline.mark(`${identity} started`),
-    onStoppedLeading: () => timeline.mark(`${identity} stopped`),
-    ...extra,
-  });
-}
-
-function webIngress(name: string, host = `${name}.example.com`) {
-  return {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: webIngressSpec(host),
-  };
-}
-
-async function ingressStatusOf(client: KubeClient, ns: string, name = "web"): Promise<string> {
-  const found = await client.get<Ingress>(INGRESSES, { namespace: ns, name });
-  return (found.status?.loadBalancer?.ingress ?? []).map((a) => a.ip ?? a.hostname).join(",");
-}
-
 // Was a bug: StatusWriter.#apply (lib/publish/status_writer.ts) sent its PATCH without a signal or
 // a deadline: a write caught in a partition hung, `#running` never settled, and no later pass ran,
 // so after leadership returned the status was never written again (and close() hung). Each write
@@ -368,7 +305,7 @@ Deno.test({
     await using relay = startRelay(admin.client.server);
     const cut = await clientThrough(relay, { http2: false });
     const timeline = new Timeline();
-    const a = elector(cut.client, ns, "a", timeline);
+    const a = elector(cut.client, { namespace: ns, identity: "a", timeline });
     const writer = new StatusWriter({
       client: cut.client,
       isLeader: () => a.isLeader(),
@@ -413,12 +350,7 @@ async function createClasslessIngress(
   ns: string,
   name: string,
 ): Promise<Ingress> {
-  return await client.create<Ingress>(INGRESSES, { namespace: ns }, {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: { defaultBackend: { service: { name: "web", port: { number: 80 } } } },
-  });
+  return await client.create<Ingress>(INGRESSES, { namespace: ns }, defaultBackendIngress(name));
 }
 
 Deno.test("StatusWriter counts a write to an Ingress deleted meanwhile as gone, not failed, and does not retry it", async () => {

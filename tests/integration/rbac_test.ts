@@ -14,6 +14,7 @@ import {
 import { controllerIdentity } from "../support/controller_identity.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor } from "../support/wait.ts";
+import { defaultBackendIngress } from "../support/fixture_objects.ts";
 
 async function status(call: () => Promise<unknown>): Promise<number> {
   try {
@@ -36,12 +37,7 @@ Deno.test("the ClusterRole in manifests/ allows what the controller needs and de
       return await status(() => sa.client.list(INGRESSES)) === 200;
     });
 
-    await admin.client.create(INGRESSES, { namespace: ns }, {
-      apiVersion: "networking.k8s.io/v1",
-      kind: "Ingress",
-      metadata: { name: "web" },
-      spec: { defaultBackend: { service: { name: "web", port: { number: 80 } } } },
-    });
+    await admin.client.create(INGRESSES, { namespace: ns }, defaultBackendIngress("web"));
     await admin.client.create(SECRETS, { namespace: ns }, {
       apiVersion: "v1",
       kind: "Secret",

@@ -19,7 +19,7 @@ import { controllerToken } from "../support/controller_identity.ts";
 import { clientThrough, startRelay } from "../support/apiserver_relay.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
-import { webIngressSpec } from "../support/fixture_objects.ts";
+import { port80Service, webIngress } from "../support/fixture_objects.ts";
 import { captureLogs } from "../support/captured_logs.ts";
 import { KubeApiError, KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
 import {
@@ -36,15 +36,6 @@ import { TLS_SECRET_SELECTOR } from "../../lib/sources/kube_source.ts";
 import { ownCluster, recordingTimers, reflectInto } from "../support/reflector_harness.ts";
 import type { RunningCluster } from "../cluster/harness.ts";
 import type { ReflectorClient } from "../../lib/k8s/reflector.ts";
-
-function ingress(name: string, host = `${name}.example.com`) {
-  return {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: webIngressSpec(host),
-  };
-}
 
 const names = (store: ObjectStore, kind: Kind) =>
   store.list(kind).map((o) => o.metadata?.name ?? "").sort();
@@ -67,7 +58,7 @@ const STOPPABLE = {
 Deno.test("Reflector keeps its objects, warns with the 403 and backs off while its RBAC is revoked, and catches up once restored", async () => {
   const admin = await adminClient();
   const ns = await freshNamespace(admin.client, "hc-refl-rbac");
-  await admin.client.create(INGRESSES, { namespace: ns }, ingress("before"));
+  await admin.client.create(INGRESSES, { namespace: ns }, webIngress("before"));
   const granted = await controllerToken(admin.client, ns);
   const sa = await clientWithToken(granted.token);
   using logs = captureLogs();
@@ -97,7 +88,7 @@ Deno.test("Reflector keeps its objects, warns with the 403 and backs off while i
     const [first, , , fourth] = timers.backoffs;
     assert(fourth! > first! * 2, `backoffs ${timers.backoffs.join(", ")}`);
 
-    await admin.client.create(INGRESSES, { namespace: ns }, ingress("during"));
+    await admin.client.create(INGRESSES, { namespace: ns }, webIngress("during"));
     await admin.client.create(CLUSTER_ROLE_BINDINGS, {}, {
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "ClusterRoleBinding",
@@ -127,7 +118,7 @@ Deno.test("Reflector keeps its objects, warns with the 403 and backs off while i
 Deno.test("Reflector abandons a LIST that gets no answer and lists again", async () => {
   const admin = await adminClient();
   const ns = await freshNamespace(admin.client, "hc-refl-hung-list");
-  await admin.client.create(INGRESSES, { namespace: ns }, ingress("web"));
+  await admin.client.create(INGRESSES, { namespace: ns }, webIngress("web"));
   await using relay = startRelay(admin.client.server);
   const cut = await clientThrough(relay, { http2: false });
   using logs = captureLogs();
@@ -175,7 +166,7 @@ Deno.test("Reflector lists again when the apiserver comes back with older data (
         spec: { ports: [{ port: 80 }] },
       })),
   );
-  await client.create(INGRESSES, { namespace: "shop" }, ingress("lost-in-restore"));
+  await client.create(INGRESSES, { namespace: "shop" }, webIngress("lost-in-restore"));
   const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: "shop",
     ...STOPPABLE,
@@ -187,7 +178,7 @@ Deno.test("Reflector lists again when the apiserver comes back with older data (
     await own.stop();
     await own.start({ fresh: true });
     await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
-    await client.create(INGRESSES, { namespace: "shop" }, ingress("after-restore"));
+    await client.create(INGRESSES, { namespace: "shop" }, webIngress("after-restore"));
     const now = Number((await client.list(INGRESSES, { namespace: "shop" })).resourceVersion);
     assert(now < before, `restored revision ${now} is not older than ${before}`);
     await waitFor(
@@ -226,7 +217,7 @@ Deno.test("Reflector catches up with 2,000 Ingresses created while its connectio
     const queue = Array.from({ length: total }, (_, i) => i);
     const worker = async () => {
       for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
-        await admin.client.create(INGRESSES, { namespace: ns }, ingress(`web-${i}`));
+        await admin.client.create(INGRESSES, { namespace: ns }, webIngress(`web-${i}`));
       }
     };
     await Promise.all(Array.from({ length: 16 }, worker));
@@ -376,31 +367,6 @@ Deno.test('Reflector lists again when a watch answers "Too large resource versio
   }
 });
 
-function ingressWithHost(name: string, host = `${name}.example.com`) {
-  return {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: {
-      ingressClassName: "sluice",
-      rules: [{
-        host,
-        http: {
-          paths: [{
-            path: "/",
-            pathType: "Prefix",
-            backend: { service: { name: "web", port: { number: 80 } } },
-          }],
-        },
-      }],
-    },
-  };
-}
-
-function service(name: string) {
-  return { apiVersion: "v1", kind: "Service", metadata: { name }, spec: { ports: [{ port: 80 }] } };
-}
-
 /**
  * Reflector settings for an API server that will be stopped: a stopping
  * kube-apiserver keeps open watches running until their timeout (the harness
@@ -423,7 +389,7 @@ Deno.test("Reflector keeps its objects while the apiserver is down, backs off, a
   const timers = recordingTimers(60_000);
   const { client } = own;
   await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
-  await client.create(INGRESSES, { namespace: "shop" }, ingressWithHost("web"));
+  await client.create(INGRESSES, { namespace: "shop" }, webIngress("web"));
   const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: "shop",
     ...RESTARTABLE,
@@ -446,7 +412,7 @@ Deno.test("Reflector keeps its objects while the apiserver is down, backs off, a
       const base = Math.min(400, 100 * 2 ** i);
       assertBetween(ms, base * 0.8, base * 1.2, `backoff ${i}`);
     });
-    await client.create(INGRESSES, { namespace: "shop" }, ingressWithHost("after"));
+    await client.create(INGRESSES, { namespace: "shop" }, webIngress("after"));
     await waitFor(
       "the Ingress created after the restart",
       () => store.get("Ingress", "shop/after"),
@@ -468,7 +434,7 @@ Deno.test("Reflector lists again after a 410 Expired on a compacted resourceVers
   const { client } = own;
   await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
   await client.create(NAMESPACES, {}, { metadata: { name: "other" } });
-  await client.create(INGRESSES, { namespace: "shop" }, ingressWithHost("web"));
+  await client.create(INGRESSES, { namespace: "shop" }, webIngress("web"));
   const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: "shop",
     ...RESTARTABLE,
@@ -479,7 +445,7 @@ Deno.test("Reflector lists again after a 410 Expired on a compacted resourceVers
     const listedAt = Number(reflector.status.resourceVersion);
     // Writes this reflector does not see move etcd's revision past its resourceVersion.
     for (let i = 0; i < 3; i++) {
-      await client.create(SERVICES, { namespace: "other" }, service(`s${i}`));
+      await client.create(SERVICES, { namespace: "other" }, port80Service(`s${i}`));
     }
     const revision = await compact(own.cluster());
     assert(revision > listedAt, `compacted at ${revision}, listed at ${listedAt}`);
@@ -491,7 +457,7 @@ Deno.test("Reflector lists again after a 410 Expired on a compacted resourceVers
       `no 410 logged:\n${logs.lines().join("\n")}`,
     );
     assertEquals(reflector.status.lists, 2);
-    await client.create(INGRESSES, { namespace: "shop" }, ingressWithHost("after"));
+    await client.create(INGRESSES, { namespace: "shop" }, webIngress("after"));
     await waitFor(
       "the Ingress created after the relist",
       () => store.get("Ingress", "shop/after"),
@@ -512,7 +478,7 @@ Deno.test("Reflector starts a LIST over when its continue token has expired", as
   await client.create(NAMESPACES, {}, { metadata: { name: "shop" } });
   await client.create(NAMESPACES, {}, { metadata: { name: "other" } });
   for (let i = 0; i < 3; i++) {
-    await client.create(SERVICES, { namespace: "shop" }, service(`s${i}`));
+    await client.create(SERVICES, { namespace: "shop" }, port80Service(`s${i}`));
   }
   const pages: (string | undefined)[] = [];
   let broken = false;
@@ -523,7 +489,7 @@ Deno.test("Reflector starts a LIST over when its continue token has expired", as
       if (!broken) {
         // Between the first and second page: the token's revision is compacted away.
         broken = true;
-        await client.create(SERVICES, { namespace: "other" }, service("moves-the-revision"));
+        await client.create(SERVICES, { namespace: "other" }, port80Service("moves-the-revision"));
         await compact(own.cluster());
         await own.restart();
       }

@@ -23,31 +23,7 @@ import { TLS_SECRET_SELECTOR } from "../../lib/sources/kube_source.ts";
 import { reflectInto } from "../support/reflector_harness.ts";
 import { captureLogs } from "../support/captured_logs.ts";
 import { TEST_CERT_PEM, TEST_KEY_PEM } from "../support/test_certs.ts";
-
-function ingress(name: string, host = `${name}.example.com`) {
-  return {
-    apiVersion: "networking.k8s.io/v1",
-    kind: "Ingress",
-    metadata: { name },
-    spec: {
-      ingressClassName: "sluice",
-      rules: [{
-        host,
-        http: {
-          paths: [{
-            path: "/",
-            pathType: "Prefix",
-            backend: { service: { name: "web", port: { number: 80 } } },
-          }],
-        },
-      }],
-    },
-  };
-}
-
-function service(name: string) {
-  return { apiVersion: "v1", kind: "Service", metadata: { name }, spec: { ports: [{ port: 80 }] } };
-}
+import { port80Service, webIngress } from "../support/fixture_objects.ts";
 
 const hostOf = (store: ObjectStore, key: string) =>
   (store.get("Ingress", key) as { spec?: { rules?: { host?: string }[] } } | undefined)?.spec
@@ -61,7 +37,7 @@ Deno.test("Reflector lists, then delivers creates, updates and deletes to the st
   const { client, access } = await adminClient();
   using logs = captureLogs();
   const ns = await freshNamespace(client, "refl");
-  await client.create(INGRESSES, { namespace: ns }, ingress("before"));
+  await client.create(INGRESSES, { namespace: ns }, webIngress("before"));
   const { reflector, store } = reflectInto("Ingress", { client, resource: INGRESSES }, {
     namespace: ns,
     logger: logs.logger,
@@ -70,14 +46,14 @@ Deno.test("Reflector lists, then delivers creates, updates and deletes to the st
     await within(10_000, "the first list", reflector.synced);
     assertEquals(store.list("Ingress").map((i) => i.metadata?.name), ["before"]);
 
-    await client.create(INGRESSES, { namespace: ns }, ingress("web"));
+    await client.create(INGRESSES, { namespace: ns }, webIngress("web"));
     await waitFor("the created Ingress", () => store.get("Ingress", `${ns}/web`));
 
-    const current = await client.get<ReturnType<typeof ingress>>(INGRESSES, {
+    const current = await client.get<ReturnType<typeof webIngress>>(INGRESSES, {
       namespace: ns,
       name: "web",
     });
-    current.spec.rules[0]!.host = "changed.example.com";
+    current.spec.rules![0]!.host = "changed.example.com";
     await client.update(INGRESSES, { namespace: ns, name: "web" }, current);
     await waitFor("the update", () => hostOf(store, `${ns}/web`) === "changed.example.com");
 
@@ -103,7 +79,9 @@ Deno.test("Reflector pages a LIST with limit and continue", async () => {
   const { client, access } = await adminClient();
   using logs = captureLogs();
   const ns = await freshNamespace(client, "pages");
-  for (let i = 0; i < 5; i++) await client.create(SERVICES, { namespace: ns }, service(`s${i}`));
+  for (let i = 0; i < 5; i++) {
+    await client.create(SERVICES, { namespace: ns }, port80Service(`s${i}`));
+  }
   const pages: { limit: number | undefined; continue: string | undefined }[] = [];
   const counting: ReflectorClient = {
     list<T>(r: Resource, options?: ListOptions) {
@@ -218,7 +196,7 @@ Deno.test("Reflector gets BOOKMARKs from the real apiserver and resumes from the
     // The apiserver's Ingress cache only bookmarks resourceVersions of Ingress
     // events newer than the watch's start: make one where this reflector does not watch.
     const other = await freshNamespace(client, "bookmark-other");
-    await client.create(INGRESSES, { namespace: other }, ingress("elsewhere"));
+    await client.create(INGRESSES, { namespace: other }, webIngress("elsewhere"));
     await waitFor("a bookmark", () => reflector.status.bookmarks >= 1, { timeoutMs: 20_000 });
     const bookmarked = reflector.status.resourceVersion;
     assert(Number(bookmarked) >= Number(listed), `bookmark ${bookmarked} < list ${listed}`);

@@ -2,8 +2,10 @@
  * The translation fixtures (`tests/fixtures/*.in.yaml`) as plain object
  * lists, for safety-net tests that replay them through the store or the
  * translation in other ways than the golden test does; an edit of any
- * object that changes something a translation might read; and the spec of
- * the smallest Ingress that routes, for tests that build their own objects.
+ * object that changes something a translation might read; and, for tests
+ * that build their own objects, the smallest Ingress that routes (its spec,
+ * or the whole object), an Ingress with only a default backend, and Service
+ * `web` (one port, or port `http` with its EndpointSlice).
  *
  * @module
  */
@@ -86,5 +88,65 @@ export function webIngressSpec(hosts: string | readonly string[]): IngressSpec {
         }],
       },
     })),
+  };
+}
+
+/** An Ingress `name` of class `sluice` sending `host` (default `<name>.example.com`) to `web:80`. */
+export function webIngress(name: string, host = `${name}.example.com`) {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
+    metadata: { name },
+    spec: webIngressSpec(host),
+  };
+}
+
+/** A Service `name` with one port, 80. */
+export function port80Service(name: string) {
+  return { apiVersion: "v1", kind: "Service", metadata: { name }, spec: { ports: [{ port: 80 }] } };
+}
+
+/**
+ * An Ingress `name` with only a default backend, port 80 of Service `web`; of
+ * class `className`, or of none.
+ */
+export function defaultBackendIngress(name: string, className?: string) {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
+    metadata: { name },
+    spec: {
+      ...(className === undefined ? {} : { ingressClassName: className }),
+      defaultBackend: { service: { name: "web", port: { number: 80 } } },
+    },
+  };
+}
+
+/** Service `web`: port 80 (named `http`) to target port 8080. */
+export function webService() {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: "web" },
+    spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] },
+  };
+}
+
+/** EndpointSlice `web-1` of Service `web`: each of `addresses` ready on port `http` 8080. */
+export function webEndpointSlice(addresses: readonly string[], resourceVersion?: string) {
+  return {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      name: "web-1",
+      labels: {
+        "kubernetes.io/service-name": "web",
+        "endpointslice.kubernetes.io/managed-by": "sluice-tests",
+      },
+      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+    },
+    addressType: "IPv4",
+    ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+    endpoints: addresses.map((address) => ({ addresses: [address], conditions: { ready: true } })),
   };
 }
