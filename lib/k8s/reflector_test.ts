@@ -7,6 +7,10 @@
  * apiserver (lists, pages, bookmarks, restarts, 410 after compaction) is in
  * `tests/integration/reflector_test.ts`.
  *
+ * Optional resources (a CRD that may be missing) run over a scripted client
+ * and fake timers instead, to pin their pacing: a 404 LIST is an empty, synced
+ * list, said once and looked at again every `absentRetryMs`.
+ *
  * @module
  */
 
@@ -18,9 +22,10 @@ import {
 } from "../../tests/support/fake_watch_server.ts";
 import { waitFor, within } from "../../tests/support/wait.ts";
 import { captureLogs } from "../../tests/support/captured_logs.ts";
-import { KubeClient } from "./kube_client.ts";
+import { FakeTimers } from "../../tests/support/fake_timers.ts";
+import { KubeApiError, KubeClient } from "./kube_client.ts";
 import { Reflector, type ReflectorEvent, type ReflectorOptions } from "./reflector.ts";
-import { INGRESSES } from "./resources.ts";
+import { HTTP_ROUTES, INGRESSES } from "./resources.ts";
 
 const EMPTY_LIST = () => ({ items: [], resourceVersion: "10" });
 
@@ -217,4 +222,202 @@ Deno.test("Reflector.stop() during a LIST that still completes ends the loop at 
   await waitFor("stop() to be called", () => stopping !== undefined);
   await within(5_000, "stop() to resolve", stopping!);
   assert(watchSignal === undefined || watchSignal.aborted, "no watch left running");
+});
+
+// ---------------------------------------------------------------------------
+// Optional resources (a CRD that may not be installed, such as Gateway API's)
+// ---------------------------------------------------------------------------
+
+const ROUTE = { metadata: { namespace: "shop", name: "web", resourceVersion: "7" } };
+
+/**
+ * A scripted API server for one CRD, over fake timers: every LIST, resourceVersion check and
+ * WATCH is answered 404 until `install()`; then LISTs answer `items` and a WATCH stays open
+ * until `endWatch()` (a clean end, as when the CRD is deleted) or `tearWatch()` (a failure).
+ */
+function crdWorld(options: { optional?: boolean; onEvent?: (e: ReflectorEvent) => void } = {}) {
+  const logs = captureLogs();
+  const timers = new FakeTimers();
+  const delivered: ReflectorEvent[] = [];
+  /** `list`, `check` (a resourceVersion check) or `watch`, in order, with the answer's status. */
+  const calls: string[] = [];
+  let installed = false;
+  let items: unknown[] = [];
+  let endOpenWatch: ((torn: boolean) => void) | undefined;
+  const notFound = (action: string) =>
+    new KubeApiError(action, 404, {
+      kind: "Status",
+      status: "Failure",
+      reason: "NotFound",
+      code: 404,
+      message: "the server could not find the requested resource",
+    });
+  const client = {
+    list: (_r: unknown, o: { resourceVersionMatch?: string }) => {
+      calls.push(
+        `${o.resourceVersionMatch === undefined ? "list" : "check"} ${installed ? 200 : 404}`,
+      );
+      if (!installed) return Promise.reject(notFound("list HTTPRoutes"));
+      return Promise.resolve({ items: structuredClone(items), resourceVersion: "7", continue: "" });
+    },
+    async *watch(_r: unknown, o: { signal?: AbortSignal }) {
+      calls.push(`watch ${installed ? 200 : 404}`);
+      if (!installed) throw notFound("watch HTTPRoutes");
+      const torn = await new Promise<boolean>((resolve) => {
+        endOpenWatch = resolve;
+        o.signal?.addEventListener("abort", () => resolve(false), { once: true });
+      });
+      endOpenWatch = undefined;
+      if (torn) throw new Error("the connection was reset");
+      yield* [];
+    },
+  } as unknown as ReflectorOptions["client"];
+  const reflector = new Reflector({
+    client,
+    resource: HTTP_ROUTES,
+    namespace: "shop",
+    onEvent: (e) => {
+      options.onEvent?.(e);
+      delivered.push(e);
+    },
+    logger: logs.logger,
+    timers,
+    random: () => 0.5,
+    backoff: { initialMs: 10, maxMs: 20 },
+    ...(options.optional === false ? {} : { optional: { absentRetryMs: 5_000 } }),
+  });
+  reflector.start();
+  return {
+    logs,
+    timers,
+    delivered,
+    calls,
+    reflector,
+    install(objects: unknown[]) {
+      installed = true;
+      items = objects;
+    },
+    uninstall() {
+      installed = false;
+      items = [];
+    },
+    endWatch(torn: boolean) {
+      assert(endOpenWatch !== undefined, "a watch is open");
+      endOpenWatch(torn);
+    },
+    /** Lines logged about the resource being absent. */
+    absentLogs: () => logs.lines().filter((l) => l.includes("is not served by the API server")),
+    /** Moves fake time on in small steps until `done()` (backoffs here are at most 20 ms). */
+    until: (what: string, done: () => boolean) =>
+      waitFor(what, async () => done() || (await timers.advance(10), false)),
+    async [Symbol.asyncDispose]() {
+      await reflector.stop();
+      logs[Symbol.dispose]();
+    },
+  };
+}
+
+Deno.test("Reflector of an optional resource answered 404 is synced with an empty list, says so once, and looks again every absentRetryMs", async () => {
+  await using world = crdWorld();
+  await within(5_000, "the reflector to be synced", world.reflector.synced);
+  assertEquals(world.delivered, [{ type: "replace", namespace: "shop", items: [] }]);
+  const status = world.reflector.status;
+  assertEquals(
+    [status.synced, status.absent, status.errors, status.lists, status.watching],
+    [true, true, 0, 0, false],
+  );
+  assertEquals(world.absentLogs().length, 1);
+  assert(world.absentLogs()[0]!.startsWith("info:"), world.absentLogs()[0]);
+
+  // The next look is absentRetryMs away, not a backoff.
+  await waitFor("the retry to be scheduled", () => world.timers.nextAt === 5_000);
+  await world.timers.advance(4_999);
+  assertEquals(world.calls, ["list 404"]);
+  await world.timers.advance(1);
+  await waitFor("a second LIST", () => world.calls.length === 2);
+  await world.timers.advance(5_000);
+  await waitFor("a third LIST", () => world.calls.length === 3);
+  // Still absent: not delivered again, not logged again, not an error.
+  assertEquals(world.calls, ["list 404", "list 404", "list 404"]);
+  assertEquals(world.delivered.length, 1);
+  assertEquals(world.absentLogs().length, 1);
+  assertEquals([world.reflector.status.absent, world.reflector.status.errors], [true, 0]);
+});
+
+Deno.test("Reflector of an optional resource lists and watches it once its CRD is installed", async () => {
+  await using world = crdWorld();
+  await within(5_000, "the reflector to be synced", world.reflector.synced);
+  world.install([ROUTE]);
+  await waitFor("the retry to be scheduled", () => world.timers.nextAt === 5_000);
+  await world.timers.advance(5_000);
+  await waitFor("a watch", () => world.reflector.status.watching);
+  assertEquals(world.calls, ["list 404", "list 200", "watch 200"]);
+  assertEquals(world.delivered, [
+    { type: "replace", namespace: "shop", items: [] },
+    { type: "replace", namespace: "shop", items: [ROUTE] },
+  ]);
+  const status = world.reflector.status;
+  assertEquals([status.absent, status.lists, status.errors, status.resourceVersion], [
+    false,
+    1,
+    0,
+    "7",
+  ]);
+  assert(world.logs.lines().some((l) => l.includes("is served by the API server now")));
+});
+
+for (const [how, torn] of [["fails", true], ["ends", false]] as const) {
+  Deno.test(`Reflector of an optional resource empties its list when the CRD is removed and the watch ${how}`, async () => {
+    await using world = crdWorld();
+    world.install([ROUTE]);
+    await waitFor("the retry to be scheduled", () => world.timers.nextAt === 5_000);
+    await world.timers.advance(5_000);
+    await waitFor("a watch", () => world.reflector.status.watching);
+
+    world.uninstall();
+    world.endWatch(torn);
+    await world.until(
+      "the reflector to find the resource absent",
+      () => world.reflector.status.absent === true,
+    );
+    assertEquals(world.delivered.map((e) => e.type === "replace" ? e.items.length : e.type), [
+      0,
+      1,
+      0,
+    ]);
+    // Resumed as after any failure: the resourceVersion check found nothing, then the LIST.
+    assertEquals(world.calls.slice(-2), ["check 404", "list 404"]);
+    assertEquals(world.absentLogs().length, 2);
+    assertEquals(world.reflector.status.resourceVersion, "");
+    assertEquals(world.reflector.status.synced, true);
+  });
+}
+
+Deno.test("Reflector of a resource that is not optional counts a 404 LIST as a failure and stays unsynced", async () => {
+  await using world = crdWorld({ optional: false });
+  await world.until("three LISTs", () => world.calls.length >= 3);
+  const status = world.reflector.status;
+  assertEquals([status.synced, status.absent, world.delivered.length], [false, undefined, 0]);
+  assert(status.errors >= 2, `errors ${status.errors}`);
+  assert(status.lastError?.includes("could not find the requested resource"), status.lastError);
+  assertEquals(world.absentLogs(), []);
+  // Paced by the backoff (at most 20 ms here), not by absentRetryMs.
+  assert(world.timers.now() < 5_000, `retried after ${world.timers.now()} ms`);
+});
+
+// Was a bug: a consumer that threw on the empty list of an absent resource ended the loop for
+// good (the reflector never synced, nothing was ever listed again).
+Deno.test("Reflector of an optional resource tries the empty list again when its consumer throws", async () => {
+  let refusals = 1;
+  await using world = crdWorld({
+    onEvent: () => {
+      if (refusals-- > 0) throw new Error("the store is broken");
+    },
+  });
+  await world.until("the reflector to be synced", () => world.reflector.status.synced);
+  const status = world.reflector.status;
+  assertEquals([status.absent, status.errors], [true, 1]);
+  assert(status.lastError?.includes("the store is broken"), status.lastError);
+  assertEquals(world.delivered, [{ type: "replace", namespace: "shop", items: [] }]);
+  assertEquals(world.absentLogs().length, 1);
 });

@@ -97,6 +97,27 @@ Deno.test("eventForIssue() puts cluster-scoped objects' Events in default and sk
   assertEquals(eventForIssue(option, { suffix: "0", now: 0 }), undefined);
 });
 
+const GATEWAY_API_ISSUES: [Issue, string | undefined][] = [
+  [{ kind: "GatewayClass", namespace: "", name: "sluice", field: "", message: "m" }, undefined],
+  [{ kind: "Gateway", namespace: "infra", name: "gw", field: "", message: "m" }, "infra"],
+  [{ kind: "HTTPRoute", namespace: "shop", name: "web", field: "", message: "m" }, "shop"],
+  [{ kind: "ReferenceGrant", namespace: "certs", name: "g", field: "", message: "m" }, "certs"],
+];
+
+for (const [issue, namespace] of GATEWAY_API_ISSUES) {
+  Deno.test(`eventForIssue() names ${issue.kind} objects as gateway.networking.k8s.io/v1`, () => {
+    const event = eventForIssue(issue, { suffix: "0", now: 0 });
+    assertEquals(event?.involvedObject, {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: issue.kind,
+      ...(namespace !== undefined ? { namespace } : {}),
+      name: issue.name,
+    });
+    // A cluster-scoped GatewayClass's Event goes to `default`.
+    assertEquals(event?.metadata.namespace, namespace ?? "default");
+  });
+}
+
 Deno.test("eventForIssue() keeps names and messages within the API's limits", () => {
   const event = eventForIssue(
     { ...missingService, name: "n".repeat(253), message: "m".repeat(5000) },

@@ -1,7 +1,12 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { getLogger } from "@logtape/logtape";
-import type { ListPage, WatchItem, WatchOptions } from "../k8s/kube_client.ts";
-import type { Resource } from "../k8s/resources.ts";
+import {
+  KubeApiError,
+  type ListPage,
+  type WatchItem,
+  type WatchOptions,
+} from "../k8s/kube_client.ts";
+import { GATEWAY_API_GROUP, type Resource } from "../k8s/resources.ts";
 import { KubeSource, planReflectors } from "./kube_source.ts";
 
 const describe = (options: Parameters<typeof planReflectors>[0]) =>
@@ -114,6 +119,117 @@ Deno.test("KubeSource replaces only the pinned object when a pinned reflector li
       lists.filter((l) => l.kind === "Ingress").map((l) => l.scope),
       [{ namespace: "shop" }],
     );
+  } finally {
+    await source.stop();
+  }
+});
+
+/** Each plan as `Kind scope [optional]`. */
+const describeGateway = (options: Parameters<typeof planReflectors>[0]) =>
+  planReflectors(options).map((p) =>
+    [p.kind, p.namespace ?? "*", p.optional === true ? "optional" : ""].join(" ").trim()
+  );
+
+const INGRESS_PLANS_ALL = [
+  "IngressClass *",
+  "Ingress *",
+  "Service *",
+  "EndpointSlice *",
+  "Secret *",
+];
+const INGRESS_PLANS_A_B = [
+  "IngressClass *",
+  "Ingress a",
+  "Ingress b",
+  "Service a",
+  "Service b",
+  "EndpointSlice a",
+  "EndpointSlice b",
+  "Secret a",
+  "Secret b",
+];
+
+const GATEWAY_PLAN_CASES: [string, Parameters<typeof planReflectors>[0], string[]][] = [
+  ["off: the Ingress kinds only", { gatewayApi: false }, INGRESS_PLANS_ALL],
+  ["off, with watched namespaces", { watchNamespaces: ["b", "a"] }, INGRESS_PLANS_A_B],
+  ["on: Gateway API kinds in all namespaces, optional, and every Namespace", {
+    gatewayApi: true,
+  }, [
+    ...INGRESS_PLANS_ALL,
+    "GatewayClass * optional",
+    "Namespace *",
+    "Gateway * optional",
+    "HTTPRoute * optional",
+    "ReferenceGrant * optional",
+  ]],
+  ["on, with watched namespaces: one per namespace, Namespaces and classes still cluster-wide", {
+    gatewayApi: true,
+    watchNamespaces: ["b", "a", "a", ""],
+  }, [
+    ...INGRESS_PLANS_A_B,
+    "GatewayClass * optional",
+    "Namespace *",
+    "Gateway a optional",
+    "Gateway b optional",
+    "HTTPRoute a optional",
+    "HTTPRoute b optional",
+    "ReferenceGrant a optional",
+    "ReferenceGrant b optional",
+  ]],
+];
+
+for (const [what, options, expected] of GATEWAY_PLAN_CASES) {
+  Deno.test(`planReflectors() with Gateway API ${what}`, () => {
+    assertEquals(describeGateway(options), expected);
+    for (const plan of planReflectors(options)) {
+      // The plan's kind is the resource's kind; Gateway API's come from its group, v1.
+      assertEquals(plan.resource.kind, plan.kind);
+      if (plan.optional === true) assertEquals(plan.resource.group, GATEWAY_API_GROUP);
+    }
+  });
+}
+
+Deno.test("KubeSource with Gateway API is synced while its CRDs are not installed, with those kinds empty", async () => {
+  const replaced: string[] = [];
+  const source = new KubeSource({
+    client: {
+      list: <T>(r: Resource) =>
+        r.group === GATEWAY_API_GROUP
+          ? Promise.reject(new KubeApiError(`list ${r.plural}`, 404, { code: 404 }))
+          : Promise.resolve({ resourceVersion: "7", continue: "", items: [] } as ListPage<T>),
+      // deno-lint-ignore require-yield
+      watch: async function* <T>(_r: Resource, options?: WatchOptions) {
+        await new Promise((resolve) => options?.signal?.addEventListener("abort", resolve));
+        return undefined as unknown as WatchItem<T>;
+      },
+    },
+    logger: getLogger(["sluice-test"]),
+    gatewayApi: true,
+    // Past the test: stop() cuts the wait short.
+    absentRetryMs: 600_000,
+  });
+  source.start({
+    replace: (kind, items) => {
+      replaced.push(`${kind} ${[...items].length}`);
+      return { matters: false, reason: "unchanged" };
+    },
+    upsert: () => ({ matters: false, reason: "unchanged" }),
+    delete: () => ({ matters: false, reason: "unchanged" }),
+  });
+  try {
+    await source.synced;
+    for (const kind of ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant", "Namespace"]) {
+      assertEquals(replaced.filter((r) => r.startsWith(`${kind} `)), [`${kind} 0`]);
+    }
+    const absent = source.status().reflectors.map((r) => [r.kind, r.absent ?? "not optional"]);
+    assertEquals(absent.slice(5), [
+      ["GatewayClass", true],
+      ["Namespace", "not optional"],
+      ["Gateway", true],
+      ["HTTPRoute", true],
+      ["ReferenceGrant", true],
+    ]);
+    assertEquals(source.status().reflectors.map((r) => r.errors), Array(10).fill(0));
   } finally {
     await source.stop();
   }

@@ -1,5 +1,12 @@
 import { assertEquals } from "../../tests/support/assert.ts";
-import type { EndpointSlice, Ingress, KubeObject, Secret, Service } from "../k8s/objects.ts";
+import type {
+  EndpointSlice,
+  Ingress,
+  KubeObject,
+  ObjectMeta,
+  Secret,
+  Service,
+} from "../k8s/objects.ts";
 import { type ChangeReason, classifyChange, type Kind, type MattersContext } from "./matters.ts";
 
 function ingress(name: string, extra: Partial<Ingress> = {}, rv = "1"): Ingress {
@@ -221,6 +228,121 @@ const cases: [string, Kind, KubeObject | undefined, KubeObject | undefined, Chan
   ],
   ["nothing before or after", "Service", undefined, undefined, "absent"],
 ];
+
+/** Any object: Gateway API objects and Namespaces have fields `KubeObject` does not name. */
+type AnyObject = KubeObject & Record<string, unknown>;
+
+/** A Gateway API object of `kind` with a spec, at `rv`. */
+function gatewayObject(kind: Kind, rv: string): AnyObject {
+  const namespaced = kind !== "GatewayClass";
+  return {
+    metadata: {
+      ...(namespaced ? { namespace: "shop" } : {}),
+      name: "web",
+      resourceVersion: rv,
+      generation: 1,
+    },
+    spec: { name: "as written" },
+  };
+}
+const withGatewayStatus = (o: AnyObject, rv: string): AnyObject => ({
+  ...o,
+  metadata: { ...o.metadata, resourceVersion: rv },
+  status: { conditions: [{ type: "Accepted", status: "True" }] },
+});
+const withSpec = (o: AnyObject, rv: string): AnyObject => ({
+  ...o,
+  metadata: { ...o.metadata, resourceVersion: rv, generation: 2 },
+  spec: { name: "edited" },
+});
+
+for (const kind of ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"] as const) {
+  const object = gatewayObject(kind, "1");
+  const a = kind === "HTTPRoute" ? "an" : "a";
+  cases.push(
+    [`an added ${kind}`, kind, undefined, object, "added"],
+    [`a deleted ${kind}`, kind, object, undefined, "deleted"],
+    [
+      `a status-only update of ${a} ${kind}`,
+      kind,
+      object,
+      withGatewayStatus(object, "2"),
+      "status-only",
+    ],
+    [
+      `a status update by watch of ${a} ${kind} first seen in a LIST (without kind and apiVersion)`,
+      kind,
+      object,
+      { ...withGatewayStatus(object, "2"), kind, apiVersion: "gateway.networking.k8s.io/v1" },
+      "status-only",
+    ],
+    [`a spec change of ${a} ${kind}`, kind, object, withSpec(object, "2"), "changed"],
+    [
+      `a spec change of ${a} ${kind} that also wrote its status`,
+      kind,
+      withGatewayStatus(object, "1"),
+      withGatewayStatus(withSpec(object, "2"), "2"),
+      "changed",
+    ],
+    [
+      `a label change of ${a} ${kind}`,
+      kind,
+      object,
+      { ...object, metadata: { ...object.metadata, resourceVersion: "2", labels: { a: "b" } } },
+      "changed",
+    ],
+  );
+}
+
+/** Namespace `shop` at `rv`, labelled `team: a` unless `labels` says otherwise (`null`: none). */
+const namespace = (
+  rv: string,
+  metadata: Omit<Partial<ObjectMeta>, "labels"> & { labels?: ObjectMeta["labels"] | null } = {},
+): AnyObject => {
+  const { labels = { team: "a" }, ...rest } = metadata;
+  return {
+    metadata: { name: "shop", resourceVersion: rv, ...(labels ? { labels } : {}), ...rest },
+  };
+};
+cases.push(
+  ["an added Namespace", "Namespace", undefined, namespace("1"), "added"],
+  ["a deleted Namespace", "Namespace", namespace("1"), undefined, "deleted"],
+  [
+    "a label change of a Namespace",
+    "Namespace",
+    namespace("1"),
+    namespace("2", { labels: { team: "b" } }),
+    "changed",
+  ],
+  [
+    "a label added to a Namespace",
+    "Namespace",
+    namespace("1", { labels: null }),
+    namespace("2"),
+    "changed",
+  ],
+  [
+    "an annotation-only change of a Namespace",
+    "Namespace",
+    namespace("1"),
+    namespace("2", { annotations: { owner: "ops" } }),
+    "same-labels",
+  ],
+  [
+    "a status change of a Namespace (Terminating)",
+    "Namespace",
+    namespace("1"),
+    { ...namespace("2"), status: { phase: "Terminating" } } as AnyObject,
+    "same-labels",
+  ],
+  [
+    "a Namespace whose labels went from absent to empty",
+    "Namespace",
+    namespace("1", { labels: null }),
+    namespace("2", { labels: {} }),
+    "same-labels",
+  ],
+);
 
 for (const [what, kind, before, after, reason] of cases) {
   const matters = reason === "added" || reason === "changed" || reason === "deleted";

@@ -234,3 +234,216 @@ Deno.test("ObjectStore: deleting an object it never had does not matter", () => 
     reason: "absent",
   });
 });
+
+/** A Gateway `shop/edge` with one HTTPS listener naming `certificateRefs`. */
+const gateway = (certificateRefs: Record<string, string>[], rv = "1") => ({
+  metadata: { namespace: "shop", name: "edge", resourceVersion: rv },
+  spec: {
+    gatewayClassName: "any-class",
+    listeners: [{ name: "https", port: 443, protocol: "HTTPS", tls: { certificateRefs } }],
+  },
+});
+
+/** An HTTPRoute `shop/web` with one rule: `backendRefs`, and `filters` on the rule. */
+const httpRoute = (
+  backendRefs: Record<string, unknown>[],
+  filters: Record<string, unknown>[] = [],
+  rv = "1",
+) => ({
+  metadata: { namespace: "shop", name: "web", resourceVersion: rv },
+  spec: { parentRefs: [{ name: "edge" }], rules: [{ backendRefs, filters }] },
+});
+const mirror = (backendRef: Record<string, unknown>) => ({
+  type: "RequestMirror",
+  requestMirror: { backendRef },
+});
+
+Deno.test("ObjectStore: Secrets named by a Gateway's certificateRefs matter, in its namespace or the one named, whatever its class", () => {
+  // No IngressClass at all, and the Gateway's class is not even known: a superset.
+  const store = new ObjectStore();
+  const refs = [
+    { name: "tls" },
+    { name: "shared", namespace: "certs" },
+    { kind: "Secret", group: "", name: "explicit" },
+    { kind: "ConfigMap", name: "not-a-secret" },
+    { group: "example.com", kind: "Secret", name: "foreign-group" },
+  ];
+  assertEquals(store.upsert("Secret", secret("shop", "tls")).reason, "unreferenced-secret");
+  assertEquals(store.upsert("Gateway", gateway(refs)).reason, "added");
+  const verdicts = [
+    secret("shop", "tls", "2"),
+    secret("certs", "shared"),
+    secret("shop", "explicit"),
+    secret("shop", "not-a-secret"),
+    secret("shop", "foreign-group"),
+    secret("other", "tls"),
+  ].map((s) => `${s.metadata?.namespace}/${s.metadata?.name} ${store.upsert("Secret", s).reason}`);
+  assertEquals(verdicts, [
+    "shop/tls changed",
+    "certs/shared added",
+    "shop/explicit added",
+    "shop/not-a-secret unreferenced-secret",
+    "shop/foreign-group unreferenced-secret",
+    "other/tls unreferenced-secret",
+  ]);
+  // A new version that drops a reference, then the Gateway's deletion, let them go.
+  store.upsert("Gateway", gateway([{ name: "tls" }], "2"));
+  assertEquals(
+    store.upsert("Secret", secret("certs", "shared", "2")).reason,
+    "unreferenced-secret",
+  );
+  assertEquals(store.upsert("Secret", secret("shop", "tls", "3")).reason, "changed");
+  assertEquals(store.delete("Gateway", gateway([])).reason, "deleted");
+  assertEquals(store.upsert("Secret", secret("shop", "tls", "4")).reason, "unreferenced-secret");
+});
+
+Deno.test("ObjectStore: Services named by an HTTPRoute's backendRefs and mirrors matter, with their EndpointSlices", () => {
+  const store = new ObjectStore();
+  const route = httpRoute(
+    [
+      { name: "web", port: 80 },
+      { name: "api", namespace: "other", port: 80 },
+      // A mirror on one backend.
+      { name: "canary", port: 80, filters: [mirror({ name: "shadow-b", namespace: "other" })] },
+      { kind: "ServiceImport", group: "multicluster.x-k8s.io", name: "imported", port: 80 },
+    ],
+    [mirror({ name: "shadow", port: 8080 })],
+  );
+  assertEquals(store.upsert("HTTPRoute", route).reason, "added");
+  const services = [
+    service("shop", "web"),
+    service("other", "api"),
+    service("shop", "canary"),
+    service("shop", "shadow"),
+    service("other", "shadow-b"),
+    service("shop", "imported"),
+    service("shop", "api"),
+  ].map((s) => `${s.metadata?.namespace}/${s.metadata?.name} ${store.upsert("Service", s).reason}`);
+  assertEquals(services, [
+    "shop/web added",
+    "other/api added",
+    "shop/canary added",
+    "shop/shadow added",
+    "other/shadow-b added",
+    "shop/imported unreferenced-service",
+    "shop/api unreferenced-service",
+  ]);
+  const slices = [
+    slice("shop", "web-1", "web"),
+    slice("other", "api-1", "api"),
+    slice("shop", "shadow-1", "shadow"),
+    slice("other", "shadow-b-1", "shadow-b"),
+    slice("shop", "api-1", "api"),
+  ].map((s) =>
+    `${s.metadata?.namespace}/${s.metadata?.name} ${store.upsert("EndpointSlice", s).reason}`
+  );
+  assertEquals(slices, [
+    "shop/web-1 added",
+    "other/api-1 added",
+    "shop/shadow-1 added",
+    "other/shadow-b-1 added",
+    "shop/api-1 unreferenced-endpoint-slice",
+  ]);
+  // A status-only update keeps the references; deleting the route drops them.
+  const withStatus = {
+    ...route,
+    metadata: { ...route.metadata, resourceVersion: "2" },
+    status: {},
+  };
+  assertEquals(store.upsert("HTTPRoute", withStatus).reason, "status-only");
+  assertEquals(store.upsert("Service", service("other", "api", "2")).reason, "changed");
+  assertEquals(store.delete("HTTPRoute", route).reason, "deleted");
+  assertEquals(
+    store.upsert("Service", service("other", "api", "3")).reason,
+    "unreferenced-service",
+  );
+  assertEquals(
+    store.upsert("EndpointSlice", slice("shop", "web-1", "web", "2")).reason,
+    "unreferenced-endpoint-slice",
+  );
+});
+
+Deno.test("ObjectStore: a Service named by both an Ingress and an HTTPRoute matters until both are gone", () => {
+  const store = new ObjectStore();
+  store.upsert("IngressClass", ours);
+  store.upsert("Ingress", ingress("shop", "web"));
+  store.upsert("HTTPRoute", httpRoute([{ name: "web", port: 80 }]));
+  store.delete("Ingress", ingress("shop", "web"));
+  assertEquals(store.upsert("Service", service("shop", "web")).reason, "added");
+  store.upsert("Ingress", ingress("shop", "web"));
+  store.delete("HTTPRoute", httpRoute([]));
+  assertEquals(store.upsert("Service", service("shop", "web", "2")).reason, "changed");
+  store.delete("Ingress", ingress("shop", "web"));
+  assertEquals(store.upsert("Service", service("shop", "web", "3")).reason, "unreferenced-service");
+});
+
+Deno.test("ObjectStore: malformed Gateways and HTTPRoutes are stored and refer to nothing", () => {
+  const store = new ObjectStore();
+  const odd = [
+    { metadata: { namespace: "shop", name: "a" } },
+    { metadata: { namespace: "shop", name: "b" }, spec: null },
+    { metadata: { namespace: "shop", name: "c" }, spec: { listeners: "x", rules: 5 } },
+    { metadata: { namespace: "shop", name: "d" }, spec: { listeners: [null, { tls: null }] } },
+    {
+      metadata: { namespace: "shop", name: "e" },
+      spec: { rules: [null, { backendRefs: [null, 7, { name: 7 }], filters: [null, {}] }] },
+    },
+  ];
+  for (const object of odd) {
+    assertEquals(store.upsert("Gateway", object).reason, "added");
+    assertEquals(store.upsert("HTTPRoute", object).reason, "added");
+  }
+  assertEquals([store.size("Gateway"), store.size("HTTPRoute")], [5, 5]);
+  assertEquals(store.upsert("Service", service("shop", "web")).reason, "unreferenced-service");
+});
+
+// Was a bug: the index told an Ingress from precomputed references by a `services` key, so an
+// Ingress (from a manifest) with a stray top-level `services` field threw out of upsert().
+Deno.test("ObjectStore indexes an Ingress with a stray top-level services field by its spec", () => {
+  const store = new ObjectStore();
+  store.upsert("IngressClass", ours);
+  const stray = { ...ingress("shop", "web"), services: ["shop/other"] };
+  assertEquals(store.upsert("Ingress", stray).reason, "added");
+  assertEquals(store.upsert("Service", service("shop", "web")).reason, "added");
+  assertEquals(store.upsert("Service", service("shop", "other")).reason, "unreferenced-service");
+});
+
+Deno.test("ObjectStore.objects() carries the Gateway API kinds and Namespaces, keyed as their scope says", () => {
+  const store = new ObjectStore();
+  store.upsert("GatewayClass", { metadata: { name: "sluice", resourceVersion: "1" } });
+  store.upsert("Gateway", gateway([]));
+  store.upsert("HTTPRoute", httpRoute([]));
+  store.upsert("ReferenceGrant", {
+    metadata: { namespace: "other", name: "g", resourceVersion: "1" },
+  });
+  store.upsert("Namespace", {
+    metadata: { name: "shop", resourceVersion: "1", labels: { a: "b" } },
+  });
+  assert(store.get("GatewayClass", "sluice") !== undefined);
+  assert(store.get("Namespace", "shop") !== undefined);
+  const names = (
+    items: Iterable<{ metadata?: { namespace?: string; name?: string } }> | undefined,
+  ) => [...items ?? []].map((o) => `${o.metadata?.namespace ?? ""}/${o.metadata?.name}`);
+  const objects = store.objects();
+  assertEquals(
+    {
+      gatewayClasses: names(objects.gatewayClasses),
+      gateways: names(objects.gateways),
+      httpRoutes: names(objects.httpRoutes),
+      referenceGrants: names(objects.referenceGrants),
+      namespaces: names(objects.namespaces),
+    },
+    {
+      gatewayClasses: ["/sluice"],
+      gateways: ["shop/edge"],
+      httpRoutes: ["shop/web"],
+      referenceGrants: ["other/g"],
+      namespaces: ["/shop"],
+    },
+  );
+  // A cluster-scoped list replaces all of its kind.
+  store.replace("GatewayClass", []);
+  store.replace("Namespace", [{ metadata: { name: "other", resourceVersion: "1" } }]);
+  assertEquals(names(store.objects().gatewayClasses), []);
+  assertEquals(names(store.objects().namespaces), ["/other"]);
+});

@@ -3,8 +3,10 @@
  * their good paths kept (each run beside a good cluster whose route must stay
  * intact, `tests/support/good_cluster.ts`), malformed controller options,
  * objects from any iterable, determinism, certificate inspection once per
- * Secret, and access-control annotations answering 503 (also through a memo).
- * Random and mutated input is in `translate_fuzz_test.ts`.
+ * Secret, and access-control annotations answering 503 (also through a memo);
+ * with `gatewayApi`, the Gateway API translation beside the Ingress one, its
+ * backends resolved with theirs (the Gateway API rules themselves are in
+ * `gateway/`). Random and mutated input is in `translate_fuzz_test.ts`.
  *
  * @module
  */
@@ -662,4 +664,157 @@ Deno.test("translate() reports malformed controller options instead of throwing"
     assert(translation.issues.some((i) => i.name === name || i.name.startsWith("a")), what);
     assertEquals(translation.defaultCertificate, undefined, what);
   }
+});
+
+// ---------------------------------------------------------------------------
+// Gateway API beside Ingress (`gatewayApi`)
+// ---------------------------------------------------------------------------
+
+/**
+ * GOOD, plus a Gateway `infra/gw` of our class on port 80 and an HTTPRoute `shop/web` for
+ * `web.test`: `/` to `shop/web:8080`, mirrored to `shop/shadow:9090`; `/gone` to a Service
+ * that does not exist (an issue, a 500 share, no backend). Both Services have one endpoint.
+ */
+const GATEWAY_CLUSTER = {
+  ...GOOD,
+  gatewayClasses: [{
+    metadata: { name: "sluice", generation: 1 },
+    spec: { controllerName: "sluice.dev/ingress-controller" },
+  }],
+  gateways: [{
+    metadata: { namespace: "infra", name: "gw", generation: 1 },
+    spec: {
+      gatewayClassName: "sluice",
+      listeners: [{
+        name: "http",
+        port: 80,
+        protocol: "HTTP",
+        allowedRoutes: { namespaces: { from: "All" } },
+      }],
+    },
+  }],
+  httpRoutes: [{
+    metadata: {
+      namespace: "shop",
+      name: "web",
+      generation: 1,
+      creationTimestamp: "2030-01-01T00:00:00Z",
+    },
+    spec: {
+      parentRefs: [{ name: "gw", namespace: "infra" }],
+      hostnames: ["web.test"],
+      rules: [
+        {
+          matches: [{ path: { type: "PathPrefix", value: "/" } }],
+          filters: [{
+            type: "RequestMirror",
+            requestMirror: { backendRef: { name: "shadow", port: 9090 } },
+          }],
+          backendRefs: [{ name: "web", port: 8080 }],
+        },
+        {
+          matches: [{ path: { type: "PathPrefix", value: "/gone" } }],
+          backendRefs: [{ name: "ghost", port: 8080 }],
+        },
+      ],
+    },
+  }],
+  services: [
+    ...GOOD.services,
+    {
+      metadata: { namespace: "shop", name: "web" },
+      spec: { ports: [{ name: "http", port: 8080 }] },
+    },
+    { metadata: { namespace: "shop", name: "shadow" }, spec: { ports: [{ port: 9090 }] } },
+  ],
+  endpointSlices: [
+    ...GOOD.endpointSlices,
+    ...[["web", "10.0.1.1", 8080, "http"], ["shadow", "10.0.2.1", 9090, ""]].map((
+      [service, address, port, name],
+    ) => ({
+      metadata: {
+        namespace: "shop",
+        name: `${service}-1`,
+        labels: { "kubernetes.io/service-name": service as string },
+      },
+      addressType: "IPv4",
+      ports: [{ name: name as string, port: port as number }],
+      endpoints: [{ addresses: [address as string] }],
+    })),
+  ],
+} satisfies ClusterObjects;
+
+Deno.test("translate() with gatewayApi returns the Gateway routes beside the Ingress ones, their Services resolved to endpoints", () => {
+  const translation = translate(GATEWAY_CLUSTER, { ...OPTIONS, gatewayApi: true });
+  // The Ingress routes are untouched.
+  assertEquals(translation.routes.map((r) => `${r.host}${r.path} ${r.backend}`), [
+    "good.test/ good/web:80",
+  ]);
+  const gateway = translation.gateway;
+  assert(gateway !== undefined, "a gateway translation");
+  assertEquals(gateway.routes.map((g) => `${g.port} ${g.hostname}`), ["80 web.test"]);
+  const entries = gateway.routes[0]!.entries;
+  assertEquals(entries.map((e) => `${e.route} ${e.matches.path.value}`), [
+    "shop/web /gone",
+    "shop/web /",
+  ]);
+  const byPath = new Map(entries.map((e) => [e.matches.path.value, e]));
+  assertEquals(byPath.get("/")!.backends.map((b) => b.key), ["shop/web:8080"]);
+  assertEquals(byPath.get("/")!.filters.map((f) => f.type === "RequestMirror" && f.backend.key), [
+    "shop/shadow:9090",
+  ]);
+  assert(byPath.get("/gone")!.backends[0]!.invalid !== undefined, "the missing Service is invalid");
+
+  // Every valid backend, mirrors included, is in `backends` with its endpoints; invalid ones are not.
+  assertEquals(
+    translation.backends.map((b) => ({ key: b.key, endpoints: b.endpoints })),
+    [
+      { key: "good/web:80", endpoints: [{ address: "10.0.0.1", port: 80 }] },
+      { key: "shop/shadow:9090", endpoints: [{ address: "10.0.2.1", port: 9090 }] },
+      { key: "shop/web:8080", endpoints: [{ address: "10.0.1.1", port: 8080 }] },
+    ],
+  );
+  // Its issues are among everyone's, sorted; its own list is empty.
+  assertEquals(gateway.issues, []);
+  assertEquals(translation.issues.map((i) => `${i.kind} ${i.namespace}/${i.name}`), [
+    "HTTPRoute shop/web",
+  ]);
+  assertStringIncludes(translation.issues[0]!.message, "shop/ghost");
+  // The statuses to publish come along.
+  assertEquals(gateway.statuses.httpRoutes.map((s) => s.route), ["shop/web"]);
+  // Plain data, the same on a second run.
+  assertEquals(structuredClone(translation), translation);
+  assertEquals(translate(GATEWAY_CLUSTER, { ...OPTIONS, gatewayApi: true }), translation);
+});
+
+Deno.test("translate() without gatewayApi reads no Gateway API object", () => {
+  for (const options of [OPTIONS, { ...OPTIONS, gatewayApi: false }]) {
+    const translation = translate(GATEWAY_CLUSTER, options);
+    assertEquals(translation.gateway, undefined);
+    assertEquals("gateway" in translation, false);
+    assertEquals(translation.backends.map((b) => b.key), ["good/web:80"]);
+    assertEquals(translation.issues, []);
+    assertEquals(translation, translate(GOOD, OPTIONS));
+  }
+});
+
+Deno.test("translate() with gatewayApi serves only GatewayClasses of its controllerName", () => {
+  const translation = translate(GATEWAY_CLUSTER, {
+    ...OPTIONS,
+    gatewayApi: true,
+    controllerName: "example.com/other",
+  });
+  // The option is shared: the IngressClass "sluice" is not ours either.
+  assertEquals(translation.routes, []);
+  assertEquals(translation.gateway?.routes, []);
+  assertEquals(translation.gateway?.classes, []);
+  assertEquals(translation.backends.map((b) => b.key).filter((k) => k.startsWith("shop/")), []);
+});
+
+Deno.test("translate() with gatewayApi and no Gateway API objects adds an empty gateway translation only", () => {
+  const translation = translate(GOOD, { ...OPTIONS, gatewayApi: true });
+  assertEquals(translation.gateway?.routes, []);
+  assertEquals(translation.gateway?.issues, []);
+  const { gateway: _gateway, ...rest } = translation;
+  assertEquals(rest, translate(GOOD, OPTIONS));
 });
