@@ -17,10 +17,23 @@ import type { Ingress, Service } from "../k8s/objects.ts";
 import type { Logger } from "../log/logging.ts";
 import { EventRecorder } from "../publish/event_recorder.ts";
 import { LeaderElector, leaderIdentity } from "../publish/leader_election.ts";
-import { type PublishedService, StatusWriter } from "../publish/status_writer.ts";
+import { desiredAddresses, type PublishedService, StatusWriter } from "../publish/status_writer.ts";
+import { GatewayStatusWriter } from "../publish/gateway_status_writer.ts";
+import { DEFAULT_CONTROLLER_NAME } from "../translate/class_selection.ts";
 import type { ObjectStore } from "../store/object_store.ts";
 import { type ClassSelectionOptions, createClassSelector } from "../translate/class_selection.ts";
 import type { Translation } from "../translate/translation.ts";
+
+/** Kinds whose Events name the object by uid (looked up in the store). */
+const LOOKUP_KINDS = [
+  "Ingress",
+  "Service",
+  "Secret",
+  "GatewayClass",
+  "Gateway",
+  "HTTPRoute",
+  "ReferenceGrant",
+] as const;
 
 /** Options of {@linkcode startPublishing}. */
 export interface PublishingOptions {
@@ -61,6 +74,7 @@ export function startPublishing(options: PublishingOptions): Publishing {
     onStartedLeading: () => {
       logger.info("Became the leader: writing Ingress status and Events", {});
       syncStatus();
+      syncGatewayStatus();
       void writer.resync();
       void recorder.record(lastIssues);
     },
@@ -80,9 +94,9 @@ export function startPublishing(options: PublishingOptions): Publishing {
     client: options.client,
     isLeader,
     lookup: ({ kind, namespace, name }) => {
-      const k = kind === "Ingress" || kind === "Service" || kind === "Secret" ? kind : undefined;
+      const k = LOOKUP_KINDS.find((known) => known === kind);
       if (k === undefined) return undefined;
-      const o = store.get(k, `${namespace}/${name}`) as
+      const o = store.get(k, namespace === "" ? name : `${namespace}/${name}`) as
         | { metadata?: { uid?: string; resourceVersion?: string } }
         | undefined;
       return o?.metadata?.uid === undefined
@@ -91,6 +105,32 @@ export function startPublishing(options: PublishingOptions): Publishing {
     },
     logger: logger.with({ component: "events" }),
   });
+
+  const gatewayWriter = new GatewayStatusWriter({
+    client: options.client,
+    isLeader,
+    logger: logger.with({ component: "gateway-status" }),
+  });
+  let lastGateway: Translation["gateway"];
+  // Gateway API status is written whatever the addresses (conditions and
+  // attached routes do not depend on them).
+  const syncGatewayStatus = () => {
+    if (lastGateway === undefined || !elector.isLeader()) return;
+    const publishService = options.publishService === undefined
+      ? undefined
+      : store.get("Service", options.publishService) as PublishedService | undefined;
+    void gatewayWriter.sync({
+      statuses: lastGateway.statuses,
+      gatewayClasses: store.list("GatewayClass"),
+      gateways: store.list("Gateway"),
+      httpRoutes: store.list("HTTPRoute"),
+      controllerName: options.classes.controllerName ?? DEFAULT_CONTROLLER_NAME,
+      addresses: desiredAddresses({
+        addresses: options.publishStatusAddresses,
+        service: publishService,
+      }) ?? [],
+    });
+  };
 
   let lastIssues: Translation["issues"] = [];
   // Without addresses there is nothing to write nor to clear (see `planStatus`).
@@ -127,10 +167,14 @@ export function startPublishing(options: PublishingOptions): Publishing {
     if (version === publishServiceVersion) return;
     publishServiceVersion = version;
     syncStatus();
+    syncGatewayStatus();
   };
 
   elector.start();
-  const timer = setInterval(syncStatus, options.resyncMs ?? 60_000);
+  const timer = setInterval(() => {
+    syncStatus();
+    syncGatewayStatus();
+  }, options.resyncMs ?? 60_000);
   const serviceTimer = options.publishService === undefined
     ? undefined
     : setInterval(checkPublishService, options.publishServiceCheckMs ?? 1_000);
@@ -139,13 +183,16 @@ export function startPublishing(options: PublishingOptions): Publishing {
     elector,
     published(translation) {
       lastIssues = translation.issues;
+      lastGateway = translation.gateway;
       syncStatus();
+      syncGatewayStatus();
       void recorder.record(translation.issues);
     },
     async stop() {
       clearInterval(timer);
       clearInterval(serviceTimer);
       await writer.close();
+      await gatewayWriter.close();
       await recorder.close();
       await elector.stop({ release: true });
     },

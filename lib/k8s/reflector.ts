@@ -89,6 +89,14 @@ export interface ReflectorOptions<T extends KubeObject = KubeObject> {
    * (a torn line may hold key material), false otherwise.
    */
   readonly redact?: boolean;
+  /**
+   * The resource may be absent from the API server (a CRD not installed, such
+   * as Gateway API's): a LIST answered 404 is then logged once, delivered as
+   * an empty list (so the reflector counts as synced and a removed CRD
+   * empties the store) and tried again every `absentRetryMs`. Absent: a 404 is
+   * a failure like any other.
+   */
+  readonly optional?: { readonly absentRetryMs: number };
 }
 
 /** Counters and state of one reflector, for `/metrics` and `/readyz`. */
@@ -123,6 +131,8 @@ export interface ReflectorStatus {
   readonly errors: number;
   /** The last failure, for humans. */
   readonly lastError: string | undefined;
+  /** True while an optional resource is not served by the API server (see `optional`). */
+  readonly absent?: boolean;
 }
 
 type WatchOutcome =
@@ -170,6 +180,8 @@ export class Reflector<T extends KubeObject = KubeObject> {
   readonly #timers: ReflectorTimers;
   readonly #redact: boolean;
   readonly #backoff: Backoff;
+  readonly #optional: { readonly absentRetryMs: number } | undefined;
+  #absent = false;
   readonly #abort = new AbortController();
   readonly #synced: Promise<void>;
   #resolveSynced!: () => void;
@@ -207,6 +219,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
     this.#timers = options.timers ?? REAL_TIMERS;
     this.#redact = options.redact ?? options.resource.kind === "Secret";
     this.#backoff = new Backoff({ ...options.backoff, random: this.#random });
+    this.#optional = options.optional;
     this.#logger = options.logger.with({
       kind: options.resource.kind,
       scope: this.#namespace ?? "",
@@ -245,6 +258,7 @@ export class Reflector<T extends KubeObject = KubeObject> {
       malformed: this.#malformed,
       errors: this.#errors,
       lastError: this.#lastError,
+      ...(this.#optional !== undefined ? { absent: this.#absent } : {}),
     };
   }
 
@@ -277,9 +291,24 @@ export class Reflector<T extends KubeObject = KubeObject> {
           await this.#list(signal);
           listed = true;
           verify = false;
+          if (this.#absent) {
+            this.#absent = false;
+            this.#logger.info("{kind} is served by the API server now: watching it", {});
+          }
         } catch (error) {
           if (signal.aborted) return;
-          this.#fail(`Cannot list ${this.description}`, error);
+          let failure = error;
+          if (this.#optional !== undefined && error instanceof KubeApiError && error.isNotFound) {
+            try {
+              this.#markAbsent();
+              await this.#timers.sleep(this.#optional.absentRetryMs, signal);
+              continue;
+            } catch (consumer) {
+              // The empty list was not taken: like any LIST whose consumer failed, try again.
+              failure = consumer;
+            }
+          }
+          this.#fail(`Cannot list ${this.description}`, failure);
           await this.#timers.sleep(this.#backoff.next(), signal);
           continue;
         }
@@ -290,6 +319,10 @@ export class Reflector<T extends KubeObject = KubeObject> {
           verify = false;
         } catch (error) {
           if (signal.aborted) return;
+          if (this.#optional !== undefined && error instanceof KubeApiError && error.isNotFound) {
+            listed = false;
+            continue;
+          }
           if (needsRelist(error)) {
             listed = false;
             this.#relists++;
@@ -335,6 +368,25 @@ export class Reflector<T extends KubeObject = KubeObject> {
           await this.#timers.sleep(this.#backoff.next(), signal);
           break;
       }
+    }
+  }
+
+  /** An optional resource the server does not serve: empty, synced, said once. */
+  #markAbsent(): void {
+    if (!this.#absent) {
+      this.#resourceVersion = "";
+      // Delivered first: a consumer that throws leaves it not absent, to be tried again.
+      this.#deliver({ type: "replace", namespace: this.#namespace, items: [] });
+      this.#absent = true;
+      this.#logger.info(
+        "{kind} is not served by the API server (its CRD is not installed): going on without it, checking again every {seconds} s",
+        { seconds: Math.round(this.#optional!.absentRetryMs / 1000) },
+      );
+    }
+    this.#lastSyncTime = this.#timers.now();
+    if (!this.#isSynced) {
+      this.#isSynced = true;
+      this.#resolveSynced();
     }
   }
 

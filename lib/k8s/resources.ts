@@ -46,6 +46,23 @@ export const INGRESS_CLASSES: Resource = resource(
   "IngressClass",
   false,
 );
+/** Gateway API v1 (standard channel): CRDs the user installs; Sluice goes on without them. */
+export const GATEWAY_API_GROUP = "gateway.networking.k8s.io";
+export const GATEWAY_CLASSES: Resource = resource(
+  GATEWAY_API_GROUP,
+  "v1",
+  "gatewayclasses",
+  "GatewayClass",
+  false,
+);
+export const GATEWAYS: Resource = resource(GATEWAY_API_GROUP, "v1", "gateways", "Gateway");
+export const HTTP_ROUTES: Resource = resource(GATEWAY_API_GROUP, "v1", "httproutes", "HTTPRoute");
+export const REFERENCE_GRANTS: Resource = resource(
+  GATEWAY_API_GROUP,
+  "v1",
+  "referencegrants",
+  "ReferenceGrant",
+);
 export const LEASES: Resource = resource("coordination.k8s.io", "v1", "leases", "Lease");
 
 /** `apiVersion` as written in objects: `v1`, `networking.k8s.io/v1`. */

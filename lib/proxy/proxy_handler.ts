@@ -31,6 +31,8 @@
  */
 
 import type { Endpoint, Match, Snapshot } from "../routing/snapshot.ts";
+import { type GatewayMatch, pickGatewayBackend } from "../routing/gateway_table.ts";
+import { modifyHeaders, modifyPath, redirectLocation } from "./gateway_filters.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
 import { requestHeaderList } from "../upstream/deno_internal.ts";
 import { parseContentLength } from "../upstream/http1.ts";
@@ -123,7 +125,12 @@ export interface AccessLogEntry {
   /** Attempts that could not connect (`connect-failed`, `connect-timeout`), the last included; absent when none. */
   readonly connectFailures?: number;
   /** Why Sluice answered itself or the body was cut short. */
-  readonly error?: UpstreamErrorKind | "no-route" | "no-endpoints" | "bad-request";
+  readonly error?:
+    | UpstreamErrorKind
+    | "no-route"
+    | "no-endpoints"
+    | "invalid-backend"
+    | "bad-request";
 }
 
 /** Strict-Transport-Security settings (ingress-nginx defaults). */
@@ -274,12 +281,13 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     if (refused !== undefined) return refused;
 
     // Route: the lookup, then what the route answers itself.
-    const routed = route(ctx, x);
+    const routed = route(ctx, x, clientHeaders);
     if (routed instanceof Response) return routed;
 
     // Build the upstream request: its head, then its body (awaited only when there is one).
-    const head = forwardHead(ctx, x, clientHeaders, info);
+    let head = forwardHead(ctx, x, clientHeaders, info);
     if (head instanceof Response) return head;
+    if (x.gateway !== undefined) head = gatewayRequestFilters(x, x.gateway, head);
     let body = requestBody(x, req);
     if (body instanceof Promise) {
       try {
@@ -421,6 +429,8 @@ interface ProxiedRequest {
   declaredLength: number | undefined;
   /** The route, once looked up. */
   match: Match | undefined;
+  /** The HTTPRoute entry, when a Gateway API route matched (then `match` is its chosen backend). */
+  gateway: GatewayMatch | undefined;
   /** A WebSocket upgrade (known once routed). */
   upgrade: boolean;
   /** From the forwarding headers; an answer before them logs a fresh id. */
@@ -473,6 +483,7 @@ function readRequest(
     where: undefined,
     declaredLength: undefined,
     match: undefined,
+    gateway: undefined,
     upgrade: false,
     requestId: undefined,
     clientIp: undefined,
@@ -544,9 +555,25 @@ function validate(
  * then the route's own answers ({@linkcode routeAnswer}), then 503 for a
  * backend without endpoints. Sets `x.match`.
  */
-function route(ctx: HandlerContext, x: ProxiedRequest): Match | Response {
+function route(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  clientHeaders: readonly [string, string][],
+): Match | Response {
   const where = x.where!;
-  const match = ctx.snapshot().routes.lookup(where.authority, where.routePath);
+  const snapshot = ctx.snapshot();
+  if (snapshot.gateway !== undefined) {
+    const found = snapshot.gateway.lookup({
+      port: x.secure ? 443 : 80,
+      host: where.authority,
+      path: where.routePath,
+      method: x.method,
+      header: (name) => headerValues(clientHeaders, name),
+      query: queryOf(where.forward).slice(1),
+    });
+    if (found !== undefined) return routeGateway(ctx, x, found, where);
+  }
+  const match = snapshot.routes.lookup(where.authority, where.routePath);
   if (match === undefined) return refuse(ctx, x, 404, "no-route");
   x.match = match;
   const answer = routeAnswer(ctx, x, match, where);
@@ -570,6 +597,91 @@ function routeAnswer(
 ): Response | undefined {
   if (match.tls && !x.secure && ctx.sslRedirect) return httpsRedirect(ctx, x, where);
   return undefined;
+}
+
+/**
+ * The route step for an HTTPRoute entry: its own answers (a redirect, 500 for
+ * an entry or a backend share that cannot be served), then the backend picked
+ * by weight. Sets `x.gateway` and `x.match`.
+ */
+function routeGateway(
+  ctx: HandlerContext,
+  x: ProxiedRequest,
+  found: GatewayMatch,
+  where: RequestTarget,
+): Match | Response {
+  x.gateway = found;
+  const entry = found.entry;
+  for (const filter of entry.filters) {
+    if (filter.type !== "RequestRedirect") continue;
+    const location = redirectLocation(filter, {
+      scheme: x.secure ? "https" : "http",
+      hostname: where.hostname,
+      port: x.secure ? 443 : 80,
+      path: where.routePath,
+      query: queryOf(where.forward),
+    }, entry);
+    logAccess(ctx, x, filter.statusCode);
+    return new Response(null, { status: filter.statusCode, headers: [["Location", location]] });
+  }
+  const picked = entry.respond === undefined ? pickGatewayBackend(found, Math.random()) : undefined;
+  // Gateway API (HTTPBackendRef): requests for an invalid backend, or a rule
+  // without any, answer 500.
+  if (picked?.backend === undefined) return refuse(ctx, x, 500, "invalid-backend");
+  const match: Match = {
+    ingress: `HTTPRoute ${entry.route}`,
+    host: found.hostname,
+    path: entry.matches.path.value,
+    pathType: entry.matches.path.type === "Exact" ? "Exact" : "Prefix",
+    backend: picked.backend,
+    tls: false,
+  };
+  x.match = match;
+  if (picked.backend.endpoints.length === 0) return refuse(ctx, x, 503, "no-endpoints");
+  return match;
+}
+
+/** Request filters of an HTTPRoute entry, in order: header modifiers and URL rewrites. */
+function gatewayRequestFilters(
+  x: ProxiedRequest,
+  found: GatewayMatch,
+  head: ForwardedRequest,
+): ForwardedRequest {
+  let headers = head.headers;
+  for (const filter of found.entry.filters) {
+    if (filter.type === "RequestHeaderModifier") {
+      headers = modifyHeaders(headers, filter.modifier);
+    } else if (filter.type === "URLRewrite") {
+      if (filter.hostname !== undefined) {
+        headers = modifyHeaders(headers, {
+          set: [{ name: "host", value: filter.hostname }],
+          add: [],
+          remove: [],
+        });
+      }
+      if (filter.path !== undefined) {
+        const where = x.where!;
+        const path = modifyPath(where.routePath, filter.path, found.entry);
+        x.where = { ...where, forward: `${path}${queryOf(where.forward)}` };
+      }
+    }
+  }
+  return headers === head.headers ? head : { ...head, headers };
+}
+
+/** The values of a field, by lowercase name. */
+function headerValues(fields: readonly [string, string][], name: string): string[] {
+  const values: string[] = [];
+  for (const [n, v] of fields) {
+    if (n.length === name.length && n.toLowerCase() === name) values.push(v);
+  }
+  return values;
+}
+
+/** The query of a target, with its `?`, or empty. */
+function queryOf(target: string): string {
+  const at = target.indexOf("?");
+  return at < 0 ? "" : target.slice(at);
 }
 
 /** 308 to the same target over HTTPS. */
@@ -802,11 +914,18 @@ async function closeWebSockets(
  * modifiers, belong here); logged once its body is over.
  */
 function respond(ctx: HandlerContext, x: ProxiedRequest, upstream: UpstreamResponse): Response {
-  const headers = forwardResponseHeaders(upstream.headers, {
+  let headers = forwardResponseHeaders(upstream.headers, {
     connectionTokens: upstream.connectionTokens,
     // RFC 6797 section 7.2: never over plain HTTP, whoever set it.
     hsts: !x.secure ? null : x.match!.tls ? ctx.hsts : undefined,
   });
+  if (x.gateway !== undefined) {
+    for (const filter of x.gateway.entry.filters) {
+      if (filter.type === "ResponseHeaderModifier") {
+        headers = modifyHeaders(headers, filter.modifier);
+      }
+    }
+  }
   let response: Response;
   try {
     // No statusText: Deno writes the standard reason phrase anyway, and an odd one must not fail.

@@ -38,6 +38,10 @@ const API_VERSIONS: Readonly<Record<string, string>> = {
   Service: "v1",
   Secret: "v1",
   EndpointSlice: "discovery.k8s.io/v1",
+  GatewayClass: "gateway.networking.k8s.io/v1",
+  Gateway: "gateway.networking.k8s.io/v1",
+  HTTPRoute: "gateway.networking.k8s.io/v1",
+  ReferenceGrant: "gateway.networking.k8s.io/v1",
 };
 
 /** What is known of the object an issue names, to fill `involvedObject`. */

@@ -11,6 +11,7 @@
 
 export type { Backend, Endpoint } from "../translate/backend.ts";
 import type { Backend } from "../translate/backend.ts";
+import type { GatewayTable } from "./gateway_table.ts";
 
 /** The result of looking up a request. */
 export interface Match {
@@ -58,4 +59,9 @@ export interface Snapshot {
   readonly version: number;
   readonly routes: RouteTable;
   readonly certificates: CertificateTable;
+  /**
+   * Gateway API routes (`--gateway-api`), looked up before {@linkcode Snapshot.routes}:
+   * a request no HTTPRoute matches falls through to the Ingress routes.
+   */
+  readonly gateway?: GatewayTable;
 }

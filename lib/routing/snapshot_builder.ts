@@ -11,6 +11,7 @@
 
 import type { Translation } from "../translate/translation.ts";
 import { compileCertificateTable } from "./certificate_table.ts";
+import { compileGatewayTable } from "./gateway_table.ts";
 import { compileRouteTable } from "./route_table.ts";
 import type { ServingCertificate, Snapshot } from "./snapshot.ts";
 
@@ -33,5 +34,8 @@ export function buildSnapshot(translation: Translation, options: BuildSnapshotOp
     certificates: compileCertificateTable(translation, {
       defaultCertificate: options.defaultCertificate,
     }),
+    ...(translation.gateway !== undefined && translation.gateway.routes.length > 0
+      ? { gateway: compileGatewayTable(translation.gateway.routes, translation.backends) }
+      : {}),
   });
 }

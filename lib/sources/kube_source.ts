@@ -25,8 +25,13 @@ import {
 } from "../k8s/reflector.ts";
 import {
   ENDPOINT_SLICES,
+  GATEWAY_CLASSES,
+  GATEWAYS,
+  HTTP_ROUTES,
   INGRESS_CLASSES,
   INGRESSES,
+  NAMESPACES,
+  REFERENCE_GRANTS,
   type Resource,
   SECRETS,
   SERVICES,
@@ -49,6 +54,8 @@ export interface ReflectorPlan {
   readonly labelSelector?: string;
   /** For a pinned reflector: what its lists cover (the pinned name or label). */
   readonly pinned?: { readonly name?: string; readonly labels?: Readonly<Record<string, string>> };
+  /** The resource is a CRD that may not be installed (Gateway API): absent, it reads as empty. */
+  readonly optional?: boolean;
 }
 
 /** Options of {@linkcode planReflectors}. */
@@ -59,6 +66,8 @@ export interface PlanOptions {
   readonly defaultBackendService?: string | undefined;
   /** `--publish-service`: its addresses go into Ingress status. */
   readonly publishService?: string | undefined;
+  /** `--gateway-api`: also watch GatewayClasses, Gateways, HTTPRoutes, ReferenceGrants, Namespaces. */
+  readonly gatewayApi?: boolean | undefined;
 }
 
 const NAMESPACED: readonly [Kind, Resource, string | undefined][] = [
@@ -68,8 +77,30 @@ const NAMESPACED: readonly [Kind, Resource, string | undefined][] = [
   ["Secret", SECRETS, TLS_SECRET_SELECTOR],
 ];
 
+/** Gateway API's namespaced kinds (all optional: their CRDs may be missing). */
+const GATEWAY_NAMESPACED: readonly [Kind, Resource][] = [
+  ["Gateway", GATEWAYS],
+  ["HTTPRoute", HTTP_ROUTES],
+  ["ReferenceGrant", REFERENCE_GRANTS],
+];
+
 /** Which reflectors to run for the given namespaces and options. */
 export function planReflectors(options: PlanOptions = {}): ReflectorPlan[] {
+  const plans = planIngressReflectors(options);
+  if (options.gatewayApi !== true) return plans;
+  const namespaces = [...new Set((options.watchNamespaces ?? []).filter((n) => n !== ""))].sort();
+  plans.push({ kind: "GatewayClass", resource: GATEWAY_CLASSES, optional: true });
+  // Labels of Namespaces feed `allowedRoutes` selectors: all of them, even
+  // with --watch-namespace (a route's namespace is judged, not watched).
+  plans.push({ kind: "Namespace", resource: NAMESPACES });
+  for (const [kind, resource] of GATEWAY_NAMESPACED) {
+    if (namespaces.length === 0) plans.push({ kind, resource, optional: true });
+    for (const namespace of namespaces) plans.push({ kind, resource, namespace, optional: true });
+  }
+  return plans;
+}
+
+function planIngressReflectors(options: PlanOptions): ReflectorPlan[] {
   const namespaces = [...new Set((options.watchNamespaces ?? []).filter((n) => n !== ""))].sort();
   const plans: ReflectorPlan[] = [{ kind: "IngressClass", resource: INGRESS_CLASSES }];
   const selector = (fieldSelector: string | undefined) =>
@@ -150,6 +181,8 @@ export interface KubeSourceOptions extends PlanOptions {
   readonly client: ReflectorClient;
   readonly logger: Logger;
   readonly reflector?: ReflectorTuning;
+  /** How often an absent optional resource (a CRD not installed) is looked for again. Default 30 s. */
+  readonly absentRetryMs?: number;
 }
 
 /** Objects from the Kubernetes API, kept current by reflectors. */
@@ -206,6 +239,9 @@ export class KubeSource implements ObjectSource {
         namespace: plan.namespace,
         fieldSelector: plan.fieldSelector,
         labelSelector: plan.labelSelector,
+        ...(plan.optional === true
+          ? { optional: { absentRetryMs: this.#options.absentRetryMs ?? 30_000 } }
+          : {}),
         logger: this.#options.logger,
         onEvent: deliver,
       });

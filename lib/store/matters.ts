@@ -13,7 +13,14 @@
  * - a Secret that no Ingress of ours refers to and that is not the
  *   `--default-ssl-certificate`;
  * - a Service, or an EndpointSlice of a Service, that no Ingress of ours
- *   refers to and that is not the `--default-backend-service`.
+ *   refers to and that is not the `--default-backend-service`;
+ * - a Gateway API object (GatewayClass, Gateway, HTTPRoute, ReferenceGrant)
+ *   whose only change is its `status` (the leader's writes come back);
+ * - a Namespace whose labels did not change (only labels are read, by
+ *   `allowedRoutes` selectors).
+ *
+ * Secrets and Services named by a Gateway or an HTTPRoute count as
+ * referenced, whatever their class (a superset).
  *
  * Everything else matters. The rule that keeps this correct: objects are
  * always stored whatever the verdict, and every input translation reads is
@@ -29,8 +36,18 @@ import type { EndpointSlice, Ingress, KubeObject } from "../k8s/objects.ts";
 import { SERVICE_NAME_LABEL } from "../k8s/labels.ts";
 import { jsonEqual, sameEntries } from "./json_equal.ts";
 
-/** The kinds of object Sluice reads. */
-export type Kind = "Ingress" | "IngressClass" | "Service" | "EndpointSlice" | "Secret";
+/** The kinds of object Sluice reads: the Ingress API's, then Gateway API's (and Namespaces for it). */
+export type Kind =
+  | "Ingress"
+  | "IngressClass"
+  | "Service"
+  | "EndpointSlice"
+  | "Secret"
+  | "GatewayClass"
+  | "Gateway"
+  | "HTTPRoute"
+  | "ReferenceGrant"
+  | "Namespace";
 
 /** Every {@linkcode Kind}, in a stable order. */
 export const KINDS: readonly Kind[] = Object.freeze([
@@ -39,11 +56,18 @@ export const KINDS: readonly Kind[] = Object.freeze([
   "Service",
   "EndpointSlice",
   "Secret",
+  "GatewayClass",
+  "Gateway",
+  "HTTPRoute",
+  "ReferenceGrant",
+  "Namespace",
 ]);
+
+const CLUSTER_SCOPED: ReadonlySet<Kind> = new Set(["IngressClass", "GatewayClass", "Namespace"]);
 
 /** Whether a kind's objects live in namespaces. */
 export function isNamespaced(kind: Kind): boolean {
-  return kind !== "IngressClass";
+  return !CLUSTER_SCOPED.has(kind);
 }
 
 /** Why a change matters or not. */
@@ -59,7 +83,8 @@ export type ChangeReason =
   | "foreign-ingress"
   | "unreferenced-secret"
   | "unreferenced-service"
-  | "unreferenced-endpoint-slice";
+  | "unreferenced-endpoint-slice"
+  | "same-labels";
 
 /** The verdict on one change. */
 export interface Change {
@@ -101,8 +126,8 @@ export function sameVersion(before: KubeObject, after: KubeObject): boolean {
   return jsonEqual(before, after);
 }
 
-/** Whether two versions of an Ingress differ at most in `status` (and bookkeeping metadata). */
-export function onlyStatusDiffers(before: Ingress, after: Ingress): boolean {
+/** Whether two versions of an object differ at most in `status` (and bookkeeping metadata). */
+export function onlyStatusDiffers(before: KubeObject, after: KubeObject): boolean {
   return sameEntries(record(before), record(after), IGNORED_INGRESS_FIELDS) &&
     sameEntries(record(before.metadata), record(after.metadata), IGNORED_METADATA_FIELDS);
 }
@@ -137,6 +162,7 @@ const verdicts = {
   "unreferenced-secret": { matters: false, reason: "unreferenced-secret" },
   "unreferenced-service": { matters: false, reason: "unreferenced-service" },
   "unreferenced-endpoint-slice": { matters: false, reason: "unreferenced-endpoint-slice" },
+  "same-labels": { matters: false, reason: "same-labels" },
 } as const satisfies Record<ChangeReason, Change>;
 
 /**
@@ -195,5 +221,17 @@ export function classifyChange(
         ? changed
         : verdicts["unreferenced-endpoint-slice"];
     }
+    case "GatewayClass":
+    case "Gateway":
+    case "HTTPRoute":
+    case "ReferenceGrant":
+      return before !== undefined && after !== undefined && onlyStatusDiffers(before, after)
+        ? verdicts["status-only"]
+        : changed;
+    case "Namespace":
+      return before !== undefined && after !== undefined &&
+          jsonEqual(before.metadata?.labels ?? {}, after.metadata?.labels ?? {})
+        ? verdicts["same-labels"]
+        : changed;
   }
 }

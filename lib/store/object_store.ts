@@ -30,12 +30,13 @@ import {
   type Change,
   type ChangeReason,
   classifyChange,
+  isNamespaced,
   type Kind,
   KINDS,
   type MattersContext,
   storeKey,
 } from "./matters.ts";
-import { type IngressReferences, ingressReferences } from "./references.ts";
+import { gatewayReferences, type IngressReferences, ingressReferences } from "./references.ts";
 import { slimObject } from "./slim_object.ts";
 
 /** Options of {@linkcode ObjectStore}: the controller options that decide what matters. */
@@ -89,6 +90,7 @@ function zeroCounts(): Record<ChangeReason, number> {
     "unreferenced-secret": 0,
     "unreferenced-service": 0,
     "unreferenced-endpoint-slice": 0,
+    "same-labels": 0,
   };
 }
 
@@ -104,6 +106,9 @@ function removeRef(index: Map<string, Set<string>>, target: string, ingress: str
   set.delete(ingress);
   if (set.size === 0) index.delete(target);
 }
+
+/** Prefix of a Gateway's or HTTPRoute's key in the reference indexes (Ingresses have none). */
+const GATEWAY_REFERRER = "gateway-api:";
 
 /** The current objects of every kind, and what each change means for translation. */
 export class ObjectStore {
@@ -149,6 +154,8 @@ export class ObjectStore {
       if (ingresses === undefined) return false;
       const map = this.#objects.get("Ingress")!;
       for (const ingressKey of ingresses) {
+        // A Gateway or an HTTPRoute: every one counts (see `matters.ts`).
+        if (ingressKey.startsWith(GATEWAY_REFERRER)) return true;
         const ingress = map.get(ingressKey);
         if (ingress !== undefined && relevant(ingress as Ingress)) return true;
       }
@@ -195,7 +202,12 @@ export class ObjectStore {
       services: this.list("Service"),
       endpointSlices: this.list("EndpointSlice"),
       secrets: this.list("Secret"),
-    };
+      gatewayClasses: this.list("GatewayClass"),
+      gateways: this.list("Gateway"),
+      httpRoutes: this.list("HTTPRoute"),
+      referenceGrants: this.list("ReferenceGrant"),
+      namespaces: this.list("Namespace"),
+    } as ClusterObjects;
   }
 
   /** Adds or updates one object. Objects without a usable name are refused (`absent`). */
@@ -223,7 +235,7 @@ export class ObjectStore {
    * outside it. Returns the first change that matters, else `unchanged`.
    */
   replace(kind: Kind, items: Iterable<KubeObject>, scope: ReplaceScope = {}): Change {
-    const namespaced = kind !== "IngressClass";
+    const namespaced = isNamespaced(kind);
     const map = this.#objects.get(kind)!;
     const fresh = new Map<string, KubeObject>();
     for (const item of items) {
@@ -274,7 +286,10 @@ export class ObjectStore {
       return change;
     }
     map.set(key, object);
-    if (kind === "Ingress") this.#index(key, object as Ingress);
+    if (kind === "Ingress") this.#index(key, ingressReferences(object as Ingress));
+    if (kind === "Gateway" || kind === "HTTPRoute") {
+      this.#index(`${GATEWAY_REFERRER}${kind}/${key}`, gatewayReferences(kind, object));
+    }
     if (kind === "IngressClass") this.#selector = undefined;
     return change;
   }
@@ -286,19 +301,22 @@ export class ObjectStore {
     if (before === undefined) return change;
     map.delete(key);
     if (kind === "Ingress") this.#index(key, undefined);
+    if (kind === "Gateway" || kind === "HTTPRoute") {
+      this.#index(`${GATEWAY_REFERRER}${kind}/${key}`, undefined);
+    }
     if (kind === "IngressClass") this.#selector = undefined;
     return change;
   }
 
-  #index(key: string, ingress: Ingress | undefined): void {
+  /** Indexes what `key` (an Ingress, Gateway or HTTPRoute) refers to; nothing once deleted. */
+  #index(key: string, refs: IngressReferences | undefined): void {
     const old = this.#ingressRefs.get(key);
     if (old !== undefined) {
       for (const service of old.services) removeRef(this.#serviceRefs, service, key);
       for (const secret of old.secrets) removeRef(this.#secretRefs, secret, key);
       this.#ingressRefs.delete(key);
     }
-    if (ingress === undefined) return;
-    const refs = ingressReferences(ingress);
+    if (refs === undefined) return;
     if (refs.services.length === 0 && refs.secrets.length === 0) return;
     this.#ingressRefs.set(key, refs);
     for (const service of refs.services) addRef(this.#serviceRefs, service, key);

@@ -1,6 +1,8 @@
 /**
  * What an Ingress refers to: the Services of its backends and the Secrets of
- * its `spec.tls`, each as `namespace/name` in the Ingress's namespace.
+ * its `spec.tls`, each as `namespace/name` in the Ingress's namespace; and
+ * what a Gateway (certificate Secrets) or HTTPRoute (backend and mirror
+ * Services) refers to, in their own or a named namespace.
  *
  * Used only to decide which Service, EndpointSlice and Secret events can
  * change a translation, so it must find a SUPERSET of what translation
@@ -10,7 +12,8 @@
  *
  * @module
  */
-import type { Ingress, IngressBackend } from "../k8s/objects.ts";
+import type { Ingress, IngressBackend, KubeObject } from "../k8s/objects.ts";
+import type { Gateway, HTTPRoute } from "../translate/gateway/types.ts";
 
 /** The `namespace/name` keys an Ingress refers to. */
 export interface IngressReferences {
@@ -54,6 +57,67 @@ export function ingressReferences(ingress: Ingress): IngressReferences {
   for (const tls of each(spec.tls)) {
     const name = tls?.secretName;
     if (typeof name === "string" && name !== "") secrets.add(`${namespace}/${name}`);
+  }
+  if (services.size === 0 && secrets.size === 0) return NONE;
+  return { services: [...services], secrets: [...secrets] };
+}
+
+/** A reference in a Gateway or HTTPRoute (`group`/`kind` default to the core Service/Secret). */
+interface GatewayRef {
+  group?: unknown;
+  kind?: unknown;
+  name?: unknown;
+  namespace?: unknown;
+}
+
+function refKey(
+  ref: GatewayRef | null | undefined,
+  namespace: string,
+  kind: string,
+): string | undefined {
+  if (ref === null || typeof ref !== "object" || typeof ref.name !== "string" || ref.name === "") {
+    return undefined;
+  }
+  if ((ref.group ?? "") !== "" || (ref.kind ?? kind) !== kind) return undefined;
+  const ns = typeof ref.namespace === "string" && ref.namespace !== "" ? ref.namespace : namespace;
+  return `${ns}/${ref.name}`;
+}
+
+/**
+ * Collects the Secrets a Gateway's listeners name (`tls.certificateRefs`) or the
+ * Services an HTTPRoute names (`backendRefs`, `requestMirror.backendRef`),
+ * whatever the ReferenceGrants say (a superset, as for Ingresses).
+ */
+export function gatewayReferences(
+  kind: "Gateway" | "HTTPRoute",
+  object: KubeObject,
+): IngressReferences {
+  const namespace = object?.metadata?.namespace;
+  if (typeof namespace !== "string" || namespace === "") return NONE;
+  const services = new Set<string>();
+  const secrets = new Set<string>();
+  if (kind === "Gateway") {
+    const spec = (object as Gateway).spec;
+    for (const listener of each(spec?.listeners)) {
+      for (const ref of each(listener?.tls?.certificateRefs)) {
+        const key = refKey(ref as GatewayRef, namespace, "Secret");
+        if (key !== undefined) secrets.add(key);
+      }
+    }
+  } else {
+    const spec = (object as HTTPRoute).spec;
+    for (const rule of each(spec?.rules)) {
+      const refs: unknown[] = [...each(rule?.backendRefs)];
+      for (const filter of each(rule?.filters)) refs.push(filter?.requestMirror?.backendRef);
+      for (const backend of each(rule?.backendRefs)) {
+        const filters = (backend as { filters?: typeof rule.filters })?.filters;
+        for (const filter of each(filters)) refs.push(filter?.requestMirror?.backendRef);
+      }
+      for (const ref of refs) {
+        const key = refKey(ref as GatewayRef, namespace, "Service");
+        if (key !== undefined) services.add(key);
+      }
+    }
   }
   if (services.size === 0 && secrets.size === 0) return NONE;
   return { services: [...services], secrets: [...secrets] };

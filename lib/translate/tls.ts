@@ -321,6 +321,48 @@ export function translateTls(
   return { tlsHosts: [...tlsHosts].sort(compareStrings), certificates };
 }
 
+/**
+ * Certificates of Gateway HTTPS listeners (a listener's first certificateRef,
+ * already checked by the Gateway translation), each bound to its listener's
+ * hostname; a listener without hostname offers its certificate as the
+ * fallback. Appended after the Ingress bindings, so for a host both name, the
+ * Ingress certificate is served (the table keeps a host's first binding).
+ */
+export function translateGatewayCertificates(
+  listeners: readonly {
+    readonly gateway: string;
+    readonly listener: string;
+    readonly hostname: string;
+    readonly certificates: readonly string[];
+  }[],
+  context: {
+    readonly readCertificate: (secretKey: string) => SecretCertificate;
+    readonly issues: Issue[];
+  },
+): { readonly certificates: CertificateBinding[]; readonly fallback?: CertificateBinding } {
+  const certificates: CertificateBinding[] = [];
+  let fallback: CertificateBinding | undefined;
+  for (const listener of listeners) {
+    const secretKey = listener.certificates[0];
+    if (secretKey === undefined) continue;
+    const certificate = context.readCertificate(secretKey);
+    if (!certificate.ok) {
+      const [namespace = "", name = ""] = listener.gateway.split("/");
+      context.issues.push({
+        kind: "Gateway",
+        namespace,
+        name,
+        field: `spec.listeners[${listener.listener}].tls.certificateRefs`,
+        message: `Cannot use TLS Secret "${secretKey}": ${certificate.reason}`,
+      });
+      continue;
+    }
+    if (listener.hostname === "") fallback ??= toBinding(secretKey, certificate, []);
+    else certificates.push(toBinding(secretKey, certificate, [listener.hostname]));
+  }
+  return fallback === undefined ? { certificates } : { certificates, fallback };
+}
+
 /** Builds a binding from a usable certificate. */
 function toBinding(
   secret: string,

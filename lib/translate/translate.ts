@@ -25,9 +25,15 @@ import {
   type RouteCandidate,
 } from "./route_candidates.ts";
 import { mergeRouteCandidates } from "./route_conflicts.ts";
-import { createSecretCertificateReader, translateDefaultCertificate, translateTls } from "./tls.ts";
+import {
+  createSecretCertificateReader,
+  translateDefaultCertificate,
+  translateGatewayCertificates,
+  translateTls,
+} from "./tls.ts";
 import type { ClusterObjects, Route, TranslateOptions, Translation } from "./translation.ts";
 import { compareStrings } from "./_order.ts";
+import { translateGateway } from "./gateway/translate_gateway.ts";
 
 const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;
 
@@ -182,17 +188,75 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
     issues.push(optionError("default-ssl-certificate", error));
   }
 
+  let gateway: Translation["gateway"];
+  if (options.gatewayApi === true) {
+    try {
+      gateway = translateGateway(objects, {
+        ...(options.controllerName !== undefined ? { controllerName: options.controllerName } : {}),
+        supportedFeatures: options.gatewaySupportedFeatures ?? [],
+      });
+      appendAll(issues, gateway.issues);
+      for (const group of gateway.routes) {
+        for (const entry of group.entries) {
+          for (const weighted of entry.backends) {
+            if (weighted.invalid !== undefined || backends.has(weighted.key)) continue;
+            const [namespace, name] = weighted.service.split("/") as [string, string];
+            const resolved = resolveBackend({
+              type: "service",
+              namespace,
+              name,
+              port: weighted.port,
+            });
+            backends.set(resolved.backend.key, resolved.backend);
+          }
+          for (const filter of entry.filters) {
+            if (filter.type !== "RequestMirror" || filter.backend.invalid !== undefined) continue;
+            const [namespace, name] = filter.backend.service.split("/") as [string, string];
+            const resolved = resolveBackend({
+              type: "service",
+              namespace,
+              name,
+              port: filter.backend.port,
+            });
+            backends.set(resolved.backend.key, resolved.backend);
+          }
+        }
+      }
+    } catch (error) {
+      issues.push(optionError("gateway-api", error));
+    }
+  }
+
+  let certificates = tls.certificates;
+  if (gateway !== undefined) {
+    const gatewayTls = translateGatewayCertificates(
+      gateway.gateways.flatMap((g) =>
+        g.listeners.filter((l) => l.protocol === "HTTPS" && l.ready).map((l) => ({
+          gateway: g.gateway,
+          listener: l.name,
+          hostname: l.hostname,
+          certificates: l.certificates,
+        }))
+      ),
+      { readCertificate, issues },
+    );
+    certificates = [...certificates, ...gatewayTls.certificates];
+    defaultCertificate ??= gatewayTls.fallback;
+  }
+
   const translation: {
     -readonly [K in keyof Translation]: Translation[K];
   } = {
     routes,
     backends: [...backends.values()].sort((a, b) => compareStrings(a.key, b.key)),
     tlsHosts: tls.tlsHosts,
-    certificates: tls.certificates,
+    certificates,
     issues: sortIssues(issues),
   };
   if (defaultBackend !== undefined) translation.defaultBackend = defaultBackend.backend.key;
   if (defaultCertificate !== undefined) translation.defaultCertificate = defaultCertificate;
+  // Its problems are in `issues` with everyone else's.
+  if (gateway !== undefined) translation.gateway = { ...gateway, issues: [] };
   return translation;
 }
 

@@ -14,6 +14,14 @@ import type { EndpointSlice, Ingress, IngressClass, Secret, Service } from "../k
 import type { Backend } from "./backend.ts";
 import type { Issue } from "./issues.ts";
 import type { TranslationMemo } from "./translation_memo.ts";
+import type {
+  Gateway,
+  GatewayClass,
+  GatewayTranslation,
+  HTTPRoute,
+  Namespace,
+  ReferenceGrant,
+} from "./gateway/types.ts";
 
 export type { Backend, Issue };
 
@@ -24,6 +32,13 @@ export interface ClusterObjects {
   readonly services?: Iterable<Service>;
   readonly endpointSlices?: Iterable<EndpointSlice>;
   readonly secrets?: Iterable<Secret>;
+  /** Gateway API (read only with {@linkcode TranslateOptions.gatewayApi}). */
+  readonly gatewayClasses?: Iterable<GatewayClass>;
+  readonly gateways?: Iterable<Gateway>;
+  readonly httpRoutes?: Iterable<HTTPRoute>;
+  readonly referenceGrants?: Iterable<ReferenceGrant>;
+  /** Their labels feed Gateway `allowedRoutes` namespace selectors. */
+  readonly namespaces?: Iterable<Namespace>;
 }
 
 /** The PEM texts of a TLS Secret; a field is absent when the Secret lacks that key. */
@@ -83,6 +98,13 @@ export interface TranslateOptions {
    * routes answer 503 (see `annotations.ts`).
    */
   readonly ignoreAccessAnnotations?: boolean;
+  /**
+   * Translate Gateway API objects too (`--gateway-api`), for GatewayClasses
+   * whose `spec.controllerName` is {@linkcode TranslateOptions.controllerName}.
+   */
+  readonly gatewayApi?: boolean;
+  /** Gateway API features Sluice claims, written to GatewayClass status. */
+  readonly gatewaySupportedFeatures?: readonly string[];
   /** The current time, milliseconds since the epoch (certificate expiry is judged against it). */
   readonly now: number;
   readonly inspectCertificate: InspectCertificate;
@@ -135,10 +157,16 @@ export interface Translation {
   readonly defaultBackend?: string;
   /** Hosts listed in `spec.tls[].hosts` of our Ingresses, lowercase, sorted. */
   readonly tlsHosts: readonly string[];
-  /** Valid Ingress certificates, sorted by Secret. */
+  /** Valid Ingress certificates sorted by Secret, then Gateway HTTPS listeners' in Gateway order. */
   readonly certificates: readonly CertificateBinding[];
   /** The `--default-ssl-certificate` Secret, when configured and valid. */
   readonly defaultCertificate?: CertificateBinding;
   /** Problems found, sorted. */
   readonly issues: readonly Issue[];
+  /**
+   * The Gateway API translation (with `gatewayApi`): routes per listener port
+   * and hostname, and the statuses the leader writes. Its backends are in
+   * {@linkcode Translation.backends}, its problems in `issues` (its own `issues` is empty).
+   */
+  readonly gateway?: GatewayTranslation;
 }

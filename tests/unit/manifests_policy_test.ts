@@ -92,6 +92,8 @@ async function neededPermissions(): Promise<Set<string>> {
       defaultBackendService: "c/svc",
       publishService: "d/svc",
     }),
+    ...planReflectors({ gatewayApi: true }),
+    ...planReflectors({ gatewayApi: true, watchNamespaces: ["a"] }),
   ];
   for (const plan of plans) {
     needed.add(permission(plan.resource, "list"));
@@ -107,9 +109,10 @@ async function neededPermissions(): Promise<Set<string>> {
     for (const [, verb, name] of calls) {
       const r = byConst.get(name!);
       assert(r !== undefined, `${url.pathname}: ${name} is a resource of resources.ts`);
-      // A status write names the subresource in its location (status_writer.ts).
-      const sub = r.plural === "ingresses" && verb === "patch" &&
-          /subresource: "status"/.test(text)
+      // A status write names the subresource in its location (status_writer.ts,
+      // gateway_status_writer.ts).
+      const sub = (r.plural === "ingresses" || r.group === "gateway.networking.k8s.io") &&
+          verb === "patch" && /subresource: "status"/.test(text)
         ? "status"
         : undefined;
       needed.add(permission(r, verbs[verb!] ?? verb!, sub));
@@ -141,6 +144,8 @@ Deno.test("the shipped RBAC grants every API request the code makes", async () =
       "coordination.k8s.io/leases:update",
       "/events:create",
       "/secrets:watch",
+      "gateway.networking.k8s.io/httproutes/status:patch",
+      "gateway.networking.k8s.io/referencegrants:watch",
     ]
   ) assert(needed.has(p), `the scan finds ${p}: ${[...needed].join(", ")}`);
   const missing = [...needed].filter((p) => !grantedAll.has(p));
@@ -162,7 +167,10 @@ Deno.test("the shipped RBAC has no wildcard, no write to what it reads, and noth
   for (const p of grantedAll) {
     const [, verb] = p.split(":");
     assert(!["escalate", "bind", "impersonate", "deletecollection", "delete"].includes(verb!), p);
-    if (/\/(secrets|services|endpointslices|ingressclasses|ingresses|leases):/.test(p)) {
+    if (
+      /\/(secrets|services|endpointslices|ingressclasses|ingresses|leases|namespaces|gatewayclasses|gateways|httproutes|referencegrants):/
+        .test(p)
+    ) {
       // Read-only, except Leases (leader election).
       assert(
         ["get", "list", "watch"].includes(verb!) || p.startsWith("coordination.k8s.io/leases:"),
