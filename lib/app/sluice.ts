@@ -175,7 +175,7 @@ interface StartContext extends SluiceEnvironment {
 /** The running parts the health port reports on, filled in as they start. */
 interface Parts {
   pool?: WorkerPool<SluiceSnapshotData>;
-  /** Plain HTTP's client timeouts, unless it is relayed (`--http-client-timeouts`). */
+  /** Plain HTTP's client timeouts. */
   reaper?: HttpConnectionReaper;
   controller?: Controller;
   /** Renders `/metrics` once the metrics exist. */
@@ -286,8 +286,8 @@ async function startDataPlane(
 ): Promise<WorkerPool<SluiceSnapshotData>> {
   const { hostname, parts, logger } = context;
   // Deno.serve gives plain HTTP no client timeouts: the workers count their requests per client
-  // port, and a reaper on this thread closes the connections past a timeout (unless relayed).
-  const activity = config.httpClientTimeouts ? undefined : new ConnectionActivity();
+  // port, and a reaper on this thread closes the connections past a timeout.
+  const activity = new ConnectionActivity();
   const pool = await startWorkerPool<SluiceSnapshotData>({
     count: config.workers,
     module: new URL("../workers/sluice_worker.ts", import.meta.url),
@@ -295,17 +295,16 @@ async function startDataPlane(
       hostname,
       httpPort: config.httpPort,
       httpsPort: config.httpsPort,
-      httpClientTimeouts: config.httpClientTimeouts,
       firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
       idleTimeoutMs: config.clientIdleTimeoutMs,
-      ...(activity === undefined ? {} : { connectionActivity: activity.buffer }),
+      connectionActivity: activity.buffer,
       handlerOptions: handlerOptions(config),
       logging: { level: config.logLevel, format: config.logFormat },
     },
     snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },
   });
   parts.pool = pool;
-  if (activity !== undefined && pool.httpPort !== null) {
+  if (pool.httpPort !== null) {
     parts.reaper = new HttpConnectionReaper({
       port: pool.httpPort,
       activity,
@@ -313,7 +312,7 @@ async function startDataPlane(
       idleTimeoutMs: config.clientIdleTimeoutMs,
       onUnavailable: (reason) =>
         logger.warn(
-          "Plain-HTTP connections get no client timeouts (one that sends nothing or sits idle stays open; --http-client-timeouts gives them through a relay): {reason}",
+          "Plain-HTTP connections get no client timeouts (one that sends nothing or sits idle stays open): {reason}",
           { reason },
         ),
     });

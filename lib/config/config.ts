@@ -41,7 +41,6 @@ export interface Config {
   readonly logFormat: "json" | "pretty";
   readonly accessLog: boolean;
   readonly sslRedirect: boolean;
-  readonly httpClientTimeouts: boolean;
   /** How long a client connection may take (TLS handshake included) to send its first bytes. */
   readonly clientFirstBytesTimeoutMs: number;
   /** A client connection idle, trickling a request head or reading nothing for this long is closed. */
@@ -252,14 +251,6 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "boolean",
     default: "true",
     help: "Redirect HTTP to HTTPS (308) for hosts with TLS",
-  },
-  {
-    name: "http-client-timeouts",
-    key: "httpClientTimeouts",
-    kind: "boolean",
-    default: "false",
-    help:
-      "Enforce plain HTTP's client timeouts by relaying its connections as HTTPS does (slower), not through FFI",
   },
   {
     name: "client-first-bytes-timeout",

@@ -81,8 +81,8 @@ function routeKey(ingress: string, host: string): string {
 
 /**
  * Client connections closed for a timeout, by listener and reason: counted
- * by the workers (HTTPS, relayed plain HTTP) and by the main thread's
- * connection reaper (plain HTTP), summed at scrape.
+ * by the workers (HTTPS) and by the main thread's connection reaper (plain
+ * HTTP), summed at scrape.
  */
 export const CLIENT_TIMEOUTS_METRIC = {
   name: "sluice_client_timeouts_total",

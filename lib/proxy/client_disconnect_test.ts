@@ -31,7 +31,7 @@ import { createProxyHandler } from "./proxy_handler.ts";
 import { sendUpstream, type UpstreamRequest } from "../upstream/upstream_client.ts";
 import { UpstreamError } from "../upstream/upstream_error.ts";
 import { UpstreamPool } from "../upstream/upstream_pool.ts";
-import { bothListeners, HTTP1_HOST } from "../../tests/support/http1_world.ts";
+import { HTTP1_HOST, overPlainListener } from "../../tests/support/http1_world.ts";
 import { ECHO_HOST, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
 import { startEchoBackend } from "../../tests/support/echo_backend.ts";
 import {
@@ -524,7 +524,7 @@ Deno.test("a client that half-closes while its answer is pending is treated as g
   // must hold: nothing hangs, the access log says so, and the backend connection is not
   // parked with an answer still to come.
   const gates: PromiseWithResolvers<void>[] = [];
-  await bothListeners({
+  await overPlainListener({
     "/slow": async (conn) => {
       await gates.at(-1)!.promise;
       await conn.write("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow").catch(() => {});

@@ -4,7 +4,7 @@
  * across Sluice's own refusals, `Connection: close` either way, range and
  * conditional requests, HEAD, close-delimited, interim (1xx) and
  * trailer-carrying backend answers, and 205. Raw `Deno.connect` clients against
- * the real HTTP listener (`lib/server/http_listener.ts`, direct and relayed) and
+ * the real HTTP listener (`lib/server/http_listener.ts`) and
  * the real handler, in front of a scripted backend that logs the exact bytes it
  * received (`tests/support/http1_world.ts`).
  *
@@ -20,9 +20,9 @@ import {
   type RawResponse,
 } from "../../tests/support/raw_http.ts";
 import {
-  bothListeners,
   HTTP1_HOST,
   type Http1Answer,
+  overPlainListener,
   targetOf,
   withHttp1World,
 } from "../../tests/support/http1_world.ts";
@@ -51,7 +51,7 @@ function splitHead(bytes: Uint8Array): [string, string] {
 
 Deno.test("Expect: 100-continue reaches the backend as a request with its body exactly once and without Expect", async () => {
   for (const size of [10, 70_000, 300_000]) {
-    await bothListeners({}, async (world, mode) => {
+    await overPlainListener({}, async (world, mode) => {
       const body = "b".repeat(size);
       using conn = await RawConnection.open(world.port);
       await conn.send(
@@ -71,7 +71,7 @@ Deno.test("Expect: 100-continue reaches the backend as a request with its body e
 });
 
 Deno.test("Expect: 100-continue on a chunked upload: the body reaches the backend whole, once", async () => {
-  await bothListeners({}, async (world, mode) => {
+  await overPlainListener({}, async (world, mode) => {
     using conn = await RawConnection.open(world.port);
     await conn.send(
       `POST /chunked HTTP/1.1\r\nHost: ${HTTP1_HOST}\r\nExpect: 100-continue\r\n` +
@@ -116,31 +116,34 @@ Deno.test("an HTTP/1.0 client never gets chunked framing: a chunked backend answ
   const chunked = (body: string) =>
     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
     `${body.length.toString(16)}\r\n${body}\r\n0\r\nX-Trailer: t\r\n\r\n`;
-  await bothListeners({ "/small": chunked("small"), "/big": chunked(big) }, async (world, mode) => {
-    for (const [target, expected] of [["/small", "small"], ["/big", big]] as const) {
-      for (const extra of ["", "Connection: keep-alive\r\n"]) {
-        using conn = await RawConnection.open(world.port);
-        await conn.send(get(target, extra, "1.0"));
-        const bytes = await conn.readUntilQuiet(2_000, 10_000);
-        const [head, body] = splitHead(bytes);
-        const where = `${mode} ${target} ${JSON.stringify(extra)}`;
-        assert(head.startsWith("HTTP/1."), where);
-        assert(!/\r\ntransfer-encoding:/i.test(head), `${where}: ${head}`);
-        const length = /\r\ncontent-length: *(\d+)/i.exec(head);
-        if (length === null) {
-          // Close-delimited: the server must close after it.
-          assertEquals(body, expected, where);
-          assert(await conn.closedByPeer(1), `${where}: not closed after a close-delimited body`);
-        } else {
-          assertEquals(body.slice(0, Number(length[1])), expected, where);
+  await overPlainListener(
+    { "/small": chunked("small"), "/big": chunked(big) },
+    async (world, mode) => {
+      for (const [target, expected] of [["/small", "small"], ["/big", big]] as const) {
+        for (const extra of ["", "Connection: keep-alive\r\n"]) {
+          using conn = await RawConnection.open(world.port);
+          await conn.send(get(target, extra, "1.0"));
+          const bytes = await conn.readUntilQuiet(2_000, 10_000);
+          const [head, body] = splitHead(bytes);
+          const where = `${mode} ${target} ${JSON.stringify(extra)}`;
+          assert(head.startsWith("HTTP/1."), where);
+          assert(!/\r\ntransfer-encoding:/i.test(head), `${where}: ${head}`);
+          const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+          if (length === null) {
+            // Close-delimited: the server must close after it.
+            assertEquals(body, expected, where);
+            assert(await conn.closedByPeer(1), `${where}: not closed after a close-delimited body`);
+          } else {
+            assertEquals(body.slice(0, Number(length[1])), expected, where);
+          }
         }
       }
-    }
-  });
+    },
+  );
 });
 
 Deno.test("an HTTP/1.0 client keeps its connection only when it asked for keep-alive", async () => {
-  await bothListeners({}, async (world, mode) => {
+  await overPlainListener({}, async (world, mode) => {
     const plain = await RawConnection.open(world.port);
     try {
       await plain.send(get("/a", "", "1.0"));
@@ -209,7 +212,7 @@ Deno.test("pipelined requests are answered in order, also around Sluice's own re
   ];
   const big = "B".repeat(200_000);
   const answers = { "/big": `HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}` };
-  await bothListeners(answers, async (world, mode) => {
+  await overPlainListener(answers, async (world, mode) => {
     for (const [name, requests, statuses] of cases) {
       const before = world.received.length;
       using conn = await RawConnection.open(world.port);
@@ -240,7 +243,7 @@ Deno.test("pipelined requests are answered in order, also around Sluice's own re
 
 Deno.test("Connection: close from the client ends its connection after the answer, small or streamed", async () => {
   const big = "q".repeat(200_000);
-  await bothListeners({
+  await overPlainListener({
     "/big": `HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}`,
   }, async (world, mode) => {
     for (const target of ["/small", "/big"]) {
@@ -263,7 +266,7 @@ Deno.test("Connection: close from the client ends its connection after the answe
 });
 
 Deno.test("a backend's Connection: close ends only the backend connection: the client's stays open, the next request gets a new backend connection", async () => {
-  await bothListeners({
+  await overPlainListener({
     "/bye": "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbye",
     "/bye10": "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nbye10",
   }, async (world, mode) => {
@@ -315,7 +318,7 @@ Deno.test("range and conditional fields reach the backend verbatim; 206, multipa
     'If-None-Match: W/"a", "b"\r\nIf-None-Match: "c"\r\n' +
     "If-Modified-Since: Wed, 21 Oct 2015 07:28:00 GMT\r\nIf-Match: *\r\n" +
     "If-Unmodified-Since: Wed, 21 Oct 2015 07:28:00 GMT\r\n";
-  await bothListeners(answers, async (world, mode) => {
+  await overPlainListener(answers, async (world, mode) => {
     using conn = await RawConnection.open(world.port);
     for (const target of Object.keys(answers)) {
       await conn.send(get(target, conditional));
@@ -346,7 +349,7 @@ Deno.test("range and conditional fields reach the backend verbatim; 206, multipa
 });
 
 Deno.test("HEAD of a chunked and of a large resource answers with no body and the connection stays in step", async () => {
-  await bothListeners({
+  await overPlainListener({
     "/chunked": 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "h"\r\n\r\n',
     "/large": "HTTP/1.1 200 OK\r\nContent-Length: 5000000\r\n\r\n",
   }, async (world, mode) => {
@@ -367,7 +370,7 @@ Deno.test("HEAD of a chunked and of a large resource answers with no body and th
 
 Deno.test("a close-delimited backend answer reaches an HTTP/1.1 client whole and framed, and its connection stays usable", async () => {
   const big = "c".repeat(300_000);
-  await bothListeners({
+  await overPlainListener({
     "/eof-small": async (conn) => {
       await conn.write("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\neof body");
       conn.close();
@@ -392,7 +395,7 @@ Deno.test("a close-delimited backend answer reaches an HTTP/1.1 client whole and
 });
 
 Deno.test("103 Early Hints and 100 before the answer: the client gets the final answer in step", async () => {
-  await bothListeners({
+  await overPlainListener({
     "/hints": "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n" +
       "HTTP/1.1 100 Continue\r\n\r\n" +
       "HTTP/1.1 200 OK\r\nLink: </a.css>; rel=preload\r\nContent-Length: 5\r\n\r\nfinal",
@@ -409,7 +412,7 @@ Deno.test("103 Early Hints and 100 before the answer: the client gets the final 
 
 Deno.test("a chunked backend answer with trailers reaches the client with its whole body, and both connections stay in step", async () => {
   const long = "v".repeat(7_000);
-  await bothListeners({
+  await overPlainListener({
     "/trailers": "HTTP/1.1 200 OK\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n" +
       "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Checksum: abc\r\nX-Long: " + long + "\r\n\r\n",
   }, async (world, mode) => {
@@ -441,7 +444,7 @@ Deno.test("a 205 reaches the client as 205 whatever framing the backend gave its
     },
     "/205-with-body": "HTTP/1.1 205 Reset Content\r\nContent-Length: 3\r\n\r\nabc",
   };
-  await bothListeners(answers, async (world, mode) => {
+  await overPlainListener(answers, async (world, mode) => {
     for (const target of Object.keys(answers)) {
       const before = world.received.length;
       const conn = await RawConnection.open(world.port);

@@ -37,7 +37,7 @@ import {
   trickle,
   withAnswers,
 } from "../../tests/support/scripted_proxy_world.ts";
-import { bothListeners, HTTP1_HOST } from "../../tests/support/http1_world.ts";
+import { HTTP1_HOST, overPlainListener } from "../../tests/support/http1_world.ts";
 import { ECHO_HOST, echoJson, sendRaw, withEchoProxy } from "../../tests/support/echo_proxy.ts";
 
 Deno.test("proxy answers 502 to heads it cannot relay, and closes their connections", async () => {
@@ -403,7 +403,7 @@ Deno.test("a response head over 64 KiB gets 502 and closes that backend connecti
   )
     .join("");
   const fields = Array.from({ length: 200 }, (_, i) => `X-F${i}: ${i}\r\n`).join("");
-  await bothListeners({
+  await overPlainListener({
     "/huge": `HTTP/1.1 200 OK\r\nX-Huge: ${"h".repeat(100_000)}\r\nContent-Length: 2\r\n\r\nok`,
     "/cookies": `HTTP/1.1 200 OK\r\n${cookies}Content-Length: 2\r\n\r\nok`,
     "/fields": `HTTP/1.1 200 OK\r\n${fields}Content-Length: 2\r\n\r\nok`,

@@ -40,8 +40,8 @@ import {
 import { UpstreamPool } from "../upstream/upstream_pool.ts";
 import { sendUpstream, type UpstreamRequest } from "../upstream/upstream_client.ts";
 import {
-  bothListeners,
   HTTP1_HOST,
+  overPlainListener,
   targetOf,
   withHttp1World,
 } from "../../tests/support/http1_world.ts";
@@ -494,7 +494,7 @@ Deno.test("Expect: 100-continue with a backend that refuses before reading: the 
   for (
     const [size, answer] of [[1_000, refusal], [200_000, refusal], [200_000, closing]] as const
   ) {
-    await bothListeners({ "/upload": answer }, async (world, mode) => {
+    await overPlainListener({ "/upload": answer }, async (world, mode) => {
       const body = hidden + "x".repeat(size - hidden.length);
       using conn = await RawConnection.open(world.port);
       await conn.send(
@@ -522,7 +522,7 @@ Deno.test("Expect: 100-continue with a backend that refuses before reading: the 
 
 Deno.test("an HTTP/1.0 request with Transfer-Encoding, HTTP/0.9 and unknown versions get 400 and reach no backend", async () => {
   const hidden = h1Get("/hidden");
-  await bothListeners({}, async (world, mode) => {
+  await overPlainListener({}, async (world, mode) => {
     for (
       const raw of [
         `POST /te10 HTTP/1.0\r\nHost: ${HTTP1_HOST}\r\nConnection: keep-alive\r\n` +

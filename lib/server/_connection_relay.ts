@@ -1,11 +1,12 @@
 /**
- * One client connection, relayed (every HTTPS connection; a plain-HTTP one
- * when its listener enforces timeouts): completes the TLS handshake if any and
- * waits for the client's first bytes (bounded in time), opens a loopback connection to the listener's inner HTTP server,
- * registers which client that inner connection stands for, and copies bytes
- * both ways until either side ends or a timeout closes both: idle, a request
- * head that never completes, a client that takes nothing of what is sent to
- * it (see {@linkcode RelayOptions.idleTimeoutMs}).
+ * One client connection, relayed (every HTTPS connection; plain TCP works the
+ * same, which tests use): completes the TLS handshake if any and waits for
+ * the client's first bytes (bounded in time), opens a loopback connection to
+ * the listener's inner HTTP server, registers which client that inner
+ * connection stands for, and copies bytes both ways until either side ends or
+ * a timeout closes both: idle, a request head that never completes, a client
+ * that takes nothing of what is sent to it (see
+ * {@linkcode RelayOptions.idleTimeoutMs}).
  *
  * Why a relay and not Deno serving the TLS socket itself (see
  * `https_listener.ts`): the inner server lives as long as the listener, so
@@ -303,8 +304,8 @@ export function relayConnection(conn: Deno.Conn<Deno.NetAddr>, options: RelayOpt
         pump(
           innerConn,
           conn,
-          // 16 KiB for plain TCP too: each relay holds its buffers for its whole life, and the
-          // relayed listener is the one meant to hold up under many idle clients.
+          // 16 KiB: each relay holds its buffers for its whole life, and the listener is meant to
+          // hold up under many idle clients.
           new Uint8Array(INNER_BUFFER_BYTES),
           {
             onRead: (n) => activity.bytes += n,

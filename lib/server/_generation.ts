@@ -2,7 +2,8 @@
  * One generation of the HTTPS listener: a TLS listening socket (sharing its
  * port with the other generations through `reusePort`) with its own accept
  * loop, handing every accepted connection to the listener, and how it stops
- * accepting. A relaying plain-HTTP listener has one, on a TCP socket.
+ * accepting. Generic over the connection type, so tests can feed a relay
+ * from a plain TCP socket.
  *
  * Stopping closes the listening socket and nothing else: the connections it
  * accepted are the listener's, and live on (they are relayed into one

@@ -7,7 +7,8 @@
  * Relaying is how a listener gets what `Deno.serve` lacks: it owns each client
  * socket, so it can close one that sends nothing or sits idle, and it can
  * replace its listening sockets without touching live connections. HTTPS
- * always relays; plain HTTP relays when asked to enforce those timeouts.
+ * always relays. (Plain HTTP does not: its client timeouts come from the
+ * connection reaper, `http_connection_reaper.ts`, which costs no extra hop.)
  *
  * The inner server answers only connections from its own relays (421
  * otherwise). Shutdown is Deno's graceful one on the inner server: requests

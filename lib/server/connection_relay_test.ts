@@ -1,13 +1,13 @@
 /**
  * The connection relays that own client sockets (`_connection_relay.ts`,
- * `_relay_server.ts`): plain HTTP relayed with `listenHttp(handler, { relay })`,
- * HTTPS through its TLS relay, and the {@linkcode RelayServer} itself where a
- * test needs its counters. Client timeouts on relayed connections (a trickled
- * head, an upload paused past the idle timeout while its request is in flight, a
- * reader that takes nothing or reads with pauses, over TLS too, h2c PINGs only,
- * a WebSocket client that reads nothing), what crosses a relay whole (large
- * heads, pipelined requests, a refused upload's answer), only relays reaching
- * the inner server (421), each request attributed to its own client (IPv4, IPv6,
+ * `_relay_server.ts`): the {@linkcode RelayServer} fed plain TCP by its own
+ * accept loop (the relay without the TLS), and HTTPS through its TLS relay.
+ * Client timeouts on relayed connections (a trickled head, an upload paused
+ * past the idle timeout while its request is in flight, a reader that takes
+ * nothing or reads with pauses, over TLS too, h2c PINGs only, a WebSocket
+ * client that reads nothing), what crosses a relay whole (large heads,
+ * pipelined requests, a refused upload's answer), only relays reaching the
+ * inner server (421), each request attributed to its own client (IPv4, IPv6,
  * under churn), descriptors returned after churn, and shutdown mid-transfer.
  *
  * @module
@@ -20,7 +20,6 @@ import { stubCertificateTable } from "../../tests/support/stub_snapshot.ts";
 import { Generation } from "./_generation.ts";
 import { keepAliveOk } from "../../tests/support/tls_client.ts";
 import { RelayServer } from "./_relay_server.ts";
-import { listenHttp } from "./http_listener.ts";
 import { listenHttps } from "./https_listener.ts";
 import type { Listener, RequestHandler } from "./listener.ts";
 
@@ -37,19 +36,9 @@ function stopping<L extends Listener>(listener: L): L & AsyncDisposable {
   });
 }
 
-/** A relaying plain-HTTP listener on a free loopback port; disposing it shuts it down. */
-function relayed(
-  handler: RequestHandler,
-  timeouts: { firstBytesTimeoutMs: number; idleTimeoutMs: number } = TIMEOUTS,
-): Listener & AsyncDisposable {
-  return stopping(
-    listenHttp(handler, { hostname: "127.0.0.1", port: 0, reusePort: false, relay: timeouts }),
-  );
-}
-
 /**
- * A {@linkcode RelayServer} fed by its own accept loop, for tests that read its counters;
- * disposing it stops it.
+ * A {@linkcode RelayServer} fed by its own accept loop on plain TCP (the relay HTTPS uses,
+ * without the TLS), for tests of the relay itself and of its counters; disposing it stops it.
  */
 interface RelayWorld extends AsyncDisposable {
   readonly port: number;
@@ -62,6 +51,7 @@ interface RelayWorld extends AsyncDisposable {
 function relayWorld(
   handler: RequestHandler,
   timeouts: { firstBytesTimeoutMs: number; idleTimeoutMs: number } = TIMEOUTS,
+  hostname = "127.0.0.1",
 ): RelayWorld {
   const counted = { now: 0, lowest: 0 };
   const server = new RelayServer(handler, {
@@ -73,7 +63,7 @@ function relayWorld(
       counted.lowest = Math.min(counted.lowest, counted.now);
     },
   });
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const listener = Deno.listen({ hostname, port: 0 });
   const port = listener.addr.port;
   const accepting = new Generation<Deno.TcpConn>({
     id: 1,
@@ -201,11 +191,11 @@ const ok: RequestHandler = () => new Response("ok");
 // Was a bug: any byte reset the idle check, so a head trickled forever held the connection (slowloris).
 Deno.test("a client trickling one byte of a request head every half idle timeout is disconnected", async () => {
   let called = 0;
-  await using listener = relayed(() => {
+  await using listener = relayWorld(() => {
     called++;
     return new Response("ok");
   });
-  using conn = await connect(listener.addr.port);
+  using conn = await connect(listener.port);
   // nginx bounds the whole head (client_header_timeout); a byte now and then must not reset it.
   const ended = await closedWhileTrickling(conn, encoder.encode(SLOW_HEAD), encoder.encode("a"));
   assert(ended, "the trickling client is still connected after 3 s");
@@ -213,10 +203,10 @@ Deno.test("a client trickling one byte of a request head every half idle timeout
 });
 
 Deno.test("an upload whose pauses outlast the idle timeout is not cut while its request is in flight", async () => {
-  await using listener = relayed(async (req) =>
+  await using listener = relayWorld(async (req) =>
     new Response(`got ${(await req.arrayBuffer()).byteLength}`)
   );
-  using conn = await connect(listener.addr.port);
+  using conn = await connect(listener.port);
   await writeAll(
     conn,
     encoder.encode(
@@ -236,7 +226,7 @@ Deno.test("an upload whose pauses outlast the idle timeout is not cut while its 
 Deno.test("a client that takes nothing of a large response for longer than the idle timeout is disconnected", async () => {
   let cancelled = false;
   // A body that never ends: only the relay can end this connection.
-  await using listener = relayed(() =>
+  await using listener = relayWorld(() =>
     new Response(
       new ReadableStream({
         pull(controller) {
@@ -248,7 +238,7 @@ Deno.test("a client that takes nothing of a large response for longer than the i
       }),
     )
   );
-  using conn = await connect(listener.addr.port);
+  using conn = await connect(listener.port);
   await writeAll(conn, encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
   // nginx's send_timeout: a client that accepts nothing for that long is closed.
   const first = await within(5_000, "the first bytes", conn.read(new Uint8Array(1)));
@@ -273,8 +263,8 @@ Deno.test("a client reading a large response with pauses shorter than the idle t
   // Larger than what loopback socket buffers hold (about 4 MiB each way), so the relay's writes
   // to the client block and resume many times.
   const size = 16 << 20;
-  await using listener = relayed(() => new Response(new Uint8Array(size).fill(7)));
-  using conn = await connect(listener.addr.port);
+  await using listener = relayWorld(() => new Response(new Uint8Array(size).fill(7)));
+  using conn = await connect(listener.port);
   await writeAll(
     conn,
     encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"),
@@ -356,8 +346,8 @@ Deno.test("only relays reach the inner server: HTTP/1.1, h2c and an upgrade from
 });
 
 Deno.test("a refused Upgrade: h2c does not exempt the connection from the idle timeout", async () => {
-  await using listener = relayed(ok);
-  using conn = await connect(listener.addr.port);
+  await using listener = relayWorld(ok);
+  using conn = await connect(listener.port);
   await writeAll(
     conn,
     encoder.encode(
@@ -375,12 +365,12 @@ Deno.test("a refused Upgrade: h2c does not exempt the connection from the idle t
 
 Deno.test("a 50 KB request head sent in one write crosses the relay intact; a 200 KB one is refused", async () => {
   const seen: string[] = [];
-  await using listener = relayed((req) => {
+  await using listener = relayWorld((req) => {
     seen.push(req.headers.get("x-big") ?? "");
     return new Response("ok");
   });
   const big = "b".repeat(50_000);
-  const conn = await connect(listener.addr.port);
+  const conn = await connect(listener.port);
   try {
     await writeAll(
       conn,
@@ -394,7 +384,7 @@ Deno.test("a 50 KB request head sent in one write crosses the relay intact; a 20
   } finally {
     conn.close();
   }
-  const huge = await connect(listener.addr.port);
+  const huge = await connect(listener.port);
   try {
     await writeAll(
       huge,
@@ -406,7 +396,7 @@ Deno.test("a 50 KB request head sent in one write crosses the relay intact; a 20
   } finally {
     huge.close();
   }
-  const again = await connect(listener.addr.port);
+  const again = await connect(listener.port);
   try {
     assert((await keepAliveOk(again)).startsWith("HTTP/1.1 200 OK"));
   } finally {
@@ -449,11 +439,11 @@ function h2Frame(type: number, flags: number, stream: number, payload: Uint8Arra
 // Was a bug: PINGs counted as activity, so a connection with no request lived forever.
 Deno.test("an h2c connection that only sends PINGs, never a request, is disconnected", async () => {
   let called = 0;
-  await using listener = relayed(() => {
+  await using listener = relayWorld(() => {
     called++;
     return new Response("ok");
   });
-  using conn = await connect(listener.addr.port);
+  using conn = await connect(listener.port);
   const ended = await closedWhileTrickling(
     conn,
     concatBytes([
@@ -470,12 +460,12 @@ Deno.test("an h2c connection that only sends PINGs, never a request, is disconne
 // response the inner server had just finished, before its bytes reached the relay, looked idle for
 // the whole period and was closed under the response ("broken pipe").
 Deno.test("an h2c stream whose handler outlasts the idle timeout, and one after it, are answered", async () => {
-  await using listener = relayed(async (req) => {
+  await using listener = relayWorld(async (req) => {
     if (new URL(req.url).pathname === "/slow") await pause(TIMEOUTS.idleTimeoutMs * 3);
     return new Response(new URL(req.url).pathname);
   });
   using client = Deno.createHttpClient({ http1: false, http2: true });
-  const base = `http://127.0.0.1:${listener.addr.port}`;
+  const base = `http://127.0.0.1:${listener.port}`;
   const slow = await fetch(`${base}/slow`, { client });
   assertEquals(await slow.text(), "/slow");
   const next = await fetch(`${base}/next`, { client });
@@ -777,8 +767,8 @@ Deno.test("over TLS, a client that takes nothing of an endless response is disco
 });
 
 Deno.test("a client whose upload is refused before it is read gets the refusal whole", async () => {
-  await using listener = relayed(() => new Response("too large", { status: 413 }));
-  using conn = await connect(listener.addr.port);
+  await using listener = relayWorld(() => new Response("too large", { status: 413 }));
+  using conn = await connect(listener.port);
   await writeAll(
     conn,
     encoder.encode("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 50000000\r\n\r\n"),
@@ -795,11 +785,15 @@ Deno.test("a client whose upload is refused before it is read gets the refusal w
 
 Deno.test("an IPv6 client is told to the handler with its own address and port", async () => {
   const seen: Deno.NetAddr[] = [];
-  await using listener = stopping(listenHttp((_req, info) => {
-    seen.push(info.remoteAddr);
-    return new Response("ok", { headers: { connection: "close" } });
-  }, { hostname: "::1", port: 0, reusePort: false, relay: TIMEOUTS }));
-  using conn = await Deno.connect({ hostname: "::1", port: listener.addr.port });
+  await using listener = relayWorld(
+    (_req, info) => {
+      seen.push(info.remoteAddr);
+      return new Response("ok", { headers: { connection: "close" } });
+    },
+    TIMEOUTS,
+    "::1",
+  );
+  using conn = await Deno.connect({ hostname: "::1", port: listener.port });
   await writeAll(conn, encoder.encode("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
   const [answer] = parseResponses(await readToEnd(conn, "the answer"));
   assertEquals(answer?.status, 200);

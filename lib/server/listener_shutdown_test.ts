@@ -56,7 +56,7 @@ for (const kind of KINDS) {
   });
 }
 
-for (const kind of ["http", "http-relayed"] as const) {
+for (const kind of ["http"] as const) {
   Deno.test(`an HTTP/2 client resetting a stalled body's stream at shutdown closes the backend connection at once, and shutdown then finishes (${kind})`, async () => {
     const world = stallingBackend();
     world.answer();

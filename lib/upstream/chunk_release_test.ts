@@ -374,15 +374,8 @@ Deno.test("a client accepting gzip gets a compressible streamed body exactly as 
 });
 
 // -------------------------------------------------------------------------------------------
-// The relaying plain listener (--http-client-timeouts) and the HTTPS listener, HTTP/1.1
+// The HTTPS listener, HTTP/1.1
 // -------------------------------------------------------------------------------------------
-
-Deno.test("a stalled client of the relaying plain listener gets every byte of an 8 MiB body", async () => {
-  await withWorld(async (world, backend) => {
-    const n = 8 * MIB;
-    assertPattern(await stalledGet(world.relayPort, `/?n=${n}&framing=chunked`, backend), n);
-  });
-});
 
 Deno.test("a stalled HTTPS (HTTP/1.1) client gets every byte of an 8 MiB body through the TLS relay", async () => {
   await withWorld(async (world, backend) => {
@@ -504,21 +497,6 @@ Deno.test("h2c streams held at a zero window, then fed a few KiB at a time, get 
       n,
       streams: 2,
       step: 16 * KIB + 3,
-    });
-    for (const stream of streams) {
-      assertEquals(stream.received, n);
-      assertEquals(stream.hash.digest("hex"), patternSha256(n));
-    }
-  });
-});
-
-Deno.test("h2c streams held at a zero window through the relaying plain listener get every byte once fed", async () => {
-  await withWorld(async (world, backend) => {
-    const n = 2 * MIB - 1;
-    const streams = await starvedStreams(world.relayPort, backend, {
-      n,
-      streams: 3,
-      step: 100 * KIB,
     });
     for (const stream of streams) {
       assertEquals(stream.received, n);

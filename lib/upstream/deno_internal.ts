@@ -18,7 +18,7 @@
  * streamed response body and makes a request body's chunks (see there), and
  * the same test file fails loudly if that changes.
  *
- * Not here (see docs/deno-workarounds.md, section 12): a raw upgrade of a
+ * Not here (see docs/deno-workarounds.md, section 11): a raw upgrade of a
  * `Deno.serve` connection. Deno 2.9.6's `_wantsUpgrade` only implements `upgradeWebSocket`;
  * `upgradeHttpRaw` is gone, so WebSockets are relayed message by message.
  *

@@ -9,8 +9,8 @@
  * but a 101: the listener tests make a client or a backend try to get there,
  * then check that a normal request on a new connection is still served and that
  * the listener never reported `closed` (what makes a worker count itself lost).
- * Real listeners (plain `Deno.serve`, the relaying plain listener, HTTPS) and
- * the real proxy handler, raw clients and backends.
+ * Real listeners (plain `Deno.serve` and HTTPS) and the real proxy handler,
+ * raw clients and backends.
  *
  * @module
  */
@@ -51,7 +51,7 @@ import { type EchoBackend, startEchoBackend } from "../../tests/support/echo_bac
 import { ask, type RuleSketch, upgradeHead, worldRunner } from "../../tests/support/echo_world.ts";
 
 const HOST = "a.test";
-const KINDS = ["http", "relayed", "https"] as const;
+const KINDS = ["http", "https"] as const;
 type Kind = typeof KINDS[number];
 
 /** What the scripted backend does with one request, chosen by its path. */
@@ -148,15 +148,6 @@ async function withWorld(
     listeners.set(
       "http",
       listenHttp(proxy, { hostname: "127.0.0.1", port: 0, reusePort: false }),
-    );
-    listeners.set(
-      "relayed",
-      listenHttp(proxy, {
-        hostname: "127.0.0.1",
-        port: 0,
-        reusePort: false,
-        relay: { firstBytesTimeoutMs: 10_000, idleTimeoutMs: 10_000 },
-      }),
     );
     const certificates = stubCertificateTable([], {
       source: "test/upgrade",

@@ -25,16 +25,14 @@ export interface WorkerConfig {
   readonly httpPort: number | null;
   /** HTTPS port; 0 lets the first worker pick one; `null` serves no HTTPS. */
   readonly httpsPort: number | null;
-  /** Relay plain-HTTP connections to enforce the HTTPS listener's timeouts (see `HttpListenerOptions.relay`). */
-  readonly httpClientTimeouts?: boolean;
-  /** See `HttpsListenerOptions.firstBytesTimeoutMs`; also for relayed plain HTTP. */
+  /** See `HttpsListenerOptions.firstBytesTimeoutMs`. */
   readonly firstBytesTimeoutMs?: number;
-  /** See `HttpsListenerOptions.idleTimeoutMs`; also for relayed plain HTTP. */
+  /** See `HttpsListenerOptions.idleTimeoutMs`. */
   readonly idleTimeoutMs?: number;
   /**
    * Shared memory of a `ConnectionActivity` (`lib/server/connection_activity.ts`):
    * the plain-HTTP listener counts its requests there for the main thread's
-   * connection reaper. Not with `httpClientTimeouts`.
+   * connection reaper. Without it plain HTTP has no client timeouts.
    */
   readonly connectionActivity?: SharedArrayBuffer;
   /** See `HttpsListenerOptions.maxServerNames`. */

@@ -68,7 +68,11 @@ export interface WorkerRuntimeOptions<D> {
   }): WorkerHandler;
   /** Called with `+1` when a request arrives and `-1` once its response has been sent (or failed). */
   onRequest?(listener: "http" | "https", delta: 1 | -1): void;
-  /** Called when a listener closed client connections for a timeout (`count` at once). */
+  /**
+   * Called when a listener closed client connections for a timeout (`count`
+   * at once): the HTTPS one (plain HTTP's are closed by the main thread's
+   * connection reaper).
+   */
   onClientTimeout?(listener: "http" | "https", reason: ClientTimeout, count: number): void;
   /** Answers a `collect` request with plain data (the worker's metrics). */
   collect?(): unknown | Promise<unknown>;
@@ -164,8 +168,6 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
         inFlight[listener] += delta;
         options.onRequest?.(listener, delta);
       },
-      onClientTimeout: (reason: ClientTimeout, count: number) =>
-        options.onClientTimeout?.(listener, reason, count),
     });
     const clientTimeouts = {
       firstBytesTimeoutMs: config.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
@@ -180,9 +182,7 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           hostname,
           port,
           reusePort: true,
-          ...(config.httpClientTimeouts === true
-            ? { relay: clientTimeouts }
-            : config.connectionActivity === undefined
+          ...(config.connectionActivity === undefined
             ? {}
             : { activity: new ConnectionActivity(config.connectionActivity) }),
           ...counted("http"),
@@ -200,6 +200,8 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
           ...clientTimeouts,
           ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
           ...counted("https"),
+          onClientTimeout: (reason: ClientTimeout, count: number) =>
+            options.onClientTimeout?.("https", reason, count),
           logger: logger(),
         }));
       listeners.push({ name: "https", listener: https });

@@ -21,7 +21,6 @@
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
  * `--sizes 1k` (or `1m`, or `tls`: 1 KiB over HTTPS, nginx terminating TLS
  * against Sluice's HTTPS listener) to measure one case while iterating;
- * `--http-client-timeouts` runs Sluice with that flag (plain HTTP relayed);
  * `--pin` (2 CPUs or more) runs the one-core contenders (nginx, Sluice with
  * 1 worker, the floor, the server alone) on CPU 1 and wrk and the backend on
  * CPU 0 (`taskset`), so that each has a core to itself and the scheduler's
@@ -50,8 +49,6 @@ function option(name: string, fallback: number): number {
 }
 
 const ROUNDS = option("rounds", 3);
-/** Sluice relays plain HTTP to enforce client timeouts (`--http-client-timeouts`). */
-const HTTP_CLIENT_TIMEOUTS = Deno.args.includes("--http-client-timeouts");
 const FLOOR_NAME = "floor: Deno.serve + Deno.connect, no proxy logic";
 const ALONE_NAME = "Deno.serve alone (no upstream)";
 const DURATION_S = option("duration", 5);
@@ -352,7 +349,6 @@ async function main(): Promise<void> {
         `127.0.0.1:${backendPort}`,
         "--https-port",
         String(tlsPort),
-        ...(HTTP_CLIENT_TIMEOUTS ? ["--http-client-timeouts"] : []),
       ];
       // All workers run where the scheduler puts them.
       const [cmd, args] = workers === 1 ? pinned(1, DENO, denoArgs) : [DENO, denoArgs];

@@ -6,7 +6,7 @@
  * `lib/workers/` pool and `lib/server/` listeners) with the real proxy
  * handler (`createProxyHandler` from `lib/proxy/`).
  *
- * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443] [--http-client-timeouts]`
+ * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443]`
  * (HTTPS with a generated self-signed default certificate).
  * (`--hello` answers a static 1 KiB body instead of proxying: the listeners and workers alone).
  * Prints one JSON line `{ "ready": true, "handler": "...", "port": n }` when serving; stops on SIGTERM or SIGINT.
@@ -81,9 +81,8 @@ if ("WorkerGlobalScope" in globalThis) {
     certificates: [],
     defaultCertificate,
   };
-  const relayed = Deno.args.includes("--http-client-timeouts");
   // As Sluice runs: plain HTTP's requests counted for the connection reaper on this thread.
-  const activity = relayed ? undefined : new ConnectionActivity();
+  const activity = new ConnectionActivity();
   const pool = await startWorkerPool({
     count: Number(flag("workers", String(navigator.hardwareConcurrency))),
     module: new URL(import.meta.url),
@@ -91,21 +90,18 @@ if ("WorkerGlobalScope" in globalThis) {
       hostname: "127.0.0.1",
       httpPort: Number(flag("port")),
       httpsPort: Deno.args.includes("--https-port") ? Number(flag("https-port")) : null,
-      httpClientTimeouts: relayed,
-      ...(activity === undefined ? {} : { connectionActivity: activity.buffer }),
+      connectionActivity: activity.buffer,
       handlerOptions: Deno.args.includes("--hello") ? "hello" : "proxy",
     },
     snapshot: { version: 1, data },
   });
-  const reaper = activity === undefined || pool.httpPort === null
-    ? undefined
-    : new HttpConnectionReaper({
-      port: pool.httpPort,
-      activity,
-      firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
-      idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
-      onUnavailable: (reason) => console.error(`No connection reaper: ${reason}`),
-    });
+  const reaper = pool.httpPort === null ? undefined : new HttpConnectionReaper({
+    port: pool.httpPort,
+    activity,
+    firstBytesTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+    idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS,
+    onUnavailable: (reason) => console.error(`No connection reaper: ${reason}`),
+  });
   reaper?.start();
   const { name } = handlerFactory(Deno.args.includes("--hello"));
   console.log(JSON.stringify({ ready: true, handler: name, port: pool.httpPort, pid: Deno.pid }));

@@ -93,10 +93,10 @@ Deno.test("--client-first-bytes-timeout: clients stalled in their TLS handshake 
   }
 });
 
-// Was a limitation: Deno.serve closes no plain-HTTP connection on its own, so without
-// --http-client-timeouts (a relay, slower) a client could hold any number of silent or idle
-// connections. The main thread's connection reaper now closes them, through FFI, with the binary's
-// permissions; what the workers report keeps busy connections open however quiet they are.
+// Was a limitation: Deno.serve closes no plain-HTTP connection on its own, so a client could hold
+// any number of silent or idle connections. The main thread's connection reaper now closes them,
+// through FFI, with the binary's permissions; what the workers report keeps busy connections open
+// however quiet they are.
 Deno.test("plain HTTP: silent and idle connections are closed at the client timeouts; a quiet stream and a quiet WebSocket are not", async () => {
   const backend = await startEchoBackend({ name: "shop/web" });
   const dir = await writeManifestDir([

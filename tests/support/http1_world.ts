@@ -1,6 +1,6 @@
 /**
  * Test support for HTTP/1.x client semantics: the real proxy handler behind
- * the real plain HTTP listener (direct or relaying), routing `HTTP1_HOST` to
+ * the real plain HTTP listener, routing `HTTP1_HOST` to
  * one scripted keep-alive backend that answers by target and records every
  * request it read (head, body, and whether the body came whole).
  *
@@ -43,8 +43,6 @@ export interface Http1World {
 
 export interface Http1WorldOptions {
   readonly proxy?: Partial<Omit<ProxyHandlerOptions, "snapshot">>;
-  /** Relay client connections (`--http-client-timeouts`). Default false. */
-  readonly relay?: boolean;
   /**
    * Answer before reading the request body (the body is then read, or not,
    * by the answer itself). Default false: the body is read first.
@@ -123,7 +121,6 @@ export async function withHttp1World(
       hostname: "127.0.0.1",
       port: 0,
       reusePort: false,
-      ...(options.relay ? { relay: { firstBytesTimeoutMs: 5_000, idleTimeoutMs: 10_000 } } : {}),
     });
     await fn({ port: listener.addr.port, backend, received, access });
   } finally {
@@ -133,12 +130,14 @@ export async function withHttp1World(
   }
 }
 
-/** Runs `fn` over the direct listener and over the relaying one. */
-export async function bothListeners(
+/**
+ * Runs `fn` over the plain-HTTP listener, `mode` naming it in assertion
+ * messages.
+ */
+export async function overPlainListener(
   answers: Record<string, Http1Answer>,
   fn: (world: Http1World, mode: string) => Promise<void>,
   options: Http1WorldOptions = {},
 ): Promise<void> {
-  await withHttp1World(answers, (world) => fn(world, "direct"), options);
-  await withHttp1World(answers, (world) => fn(world, "relay"), { ...options, relay: true });
+  await withHttp1World(answers, (world) => fn(world, "plain HTTP"), options);
 }

@@ -632,8 +632,6 @@ export interface H2World {
   readonly httpsPort: number;
   /** The plain listener (`Deno.serve` on the port). */
   readonly httpPort: number;
-  /** The plain listener with client timeouts (connections relayed). */
-  readonly relayPort: number;
   /** PEM of the certificate served for every host (trust it). */
   readonly caCert: string;
   readonly proxy: ProxyHandler;
@@ -645,7 +643,7 @@ export interface H2World {
 
 let certificate: Promise<{ certPem: string; keyPem: string }> | undefined;
 
-/** Starts the proxy with `routes` behind the HTTPS, plain and relaying plain listeners. */
+/** Starts the proxy with `routes` behind the HTTPS and plain listeners. */
 export async function startH2World(
   routes: readonly StaticRoute[],
   options: Partial<Omit<ProxyHandlerOptions, "snapshot">> = {},
@@ -670,14 +668,11 @@ export async function startH2World(
   });
   const listeners: Listener[] = [https];
   try {
-    for (const relay of [undefined, { firstBytesTimeoutMs: 20_000, idleTimeoutMs: 20_000 }]) {
-      listeners.push(listenHttp((req, info) => proxy(req, info), {
-        hostname: "127.0.0.1",
-        port: 0,
-        reusePort: false,
-        ...(relay === undefined ? {} : { relay }),
-      }));
-    }
+    listeners.push(listenHttp((req, info) => proxy(req, info), {
+      hostname: "127.0.0.1",
+      port: 0,
+      reusePort: false,
+    }));
   } catch (error) {
     await Promise.all(listeners.map((l) => l.shutdown({ timeoutMs: 1_000 })));
     proxy.close();
@@ -686,7 +681,6 @@ export async function startH2World(
   return {
     httpsPort: https.addr.port,
     httpPort: listeners[1]!.addr.port,
-    relayPort: listeners[2]!.addr.port,
     caCert: cert.certPem,
     proxy,
     https,

@@ -7,8 +7,7 @@
  *   close-delimited), write sizes, chunk sizes and extra bytes a request's
  *   query asks for, counting the bytes it wrote.
  * - {@linkcode startReleaseWorld}: the real proxy handler behind the real
- *   plain HTTP listener, the relaying one (`--http-client-timeouts`) and the
- *   HTTPS listener (TLS relay, h1 and h2).
+ *   plain HTTP listener and the HTTPS listener (TLS relay, h1 and h2).
  * - {@linkcode H1Reader}: reads HTTP/1.1 responses incrementally, hashing the
  *   de-framed body (no whole-body copies), pausing when told to.
  * - {@linkcode StarvedH2}: a raw HTTP/2 client (TLS or h2c) that opens with

@@ -91,9 +91,9 @@ export async function tearDown(
   await world.backend.close();
 }
 
-/** The listener a test runs behind: plain HTTP, plain HTTP relayed (`--http-client-timeouts`), or HTTPS. */
-export type Kind = "http" | "http-relayed" | "https";
-export const KINDS: Kind[] = ["http", "http-relayed", "https"];
+/** The listener a test runs behind: plain HTTP or HTTPS. */
+export type Kind = "http" | "https";
+export const KINDS: Kind[] = ["http", "https"];
 
 /** A listener of `kind` on 127.0.0.1 in front of `proxy` (HTTPS: a self-signed certificate for `a.test`). */
 export function listen(kind: Kind, proxy: ProxyHandler): Listener {
@@ -104,11 +104,7 @@ export function listen(kind: Kind, proxy: ProxyHandler): Listener {
       certificates: () => stubCertificateTable([], certificate),
     });
   }
-  return listenHttp(proxy, {
-    hostname: "127.0.0.1",
-    port: 0,
-    ...(kind === "http" ? {} : { relay: { firstBytesTimeoutMs: 30_000, idleTimeoutMs: 75_000 } }),
-  });
+  return listenHttp(proxy, { hostname: "127.0.0.1", port: 0 });
 }
 
 /** A client connection to `port`, over TLS for `a.test` when `kind` is HTTPS. */

@@ -1,8 +1,9 @@
 /**
  * The README documents every flag and every metric: both lists are read
  * from the code (`FLAGS`, the metrics registries), so adding one without
- * documenting it fails here. And the README's links into `docs/`, and the
- * `docs/` pages' links to each other, lead to a file and heading that exist.
+ * documenting it fails here, and so does documenting a flag that is gone.
+ * And the README's links into `docs/`, and the `docs/` pages' links to each
+ * other, lead to a file and heading that exist.
  */
 import { assert, assertEquals } from "../support/assert.ts";
 import { envName, FLAGS } from "../../lib/config/config.ts";
@@ -17,6 +18,13 @@ Deno.test("the README lists every flag with its environment variable", () => {
     !readme.includes(`\`--${f.name}\``) || !readme.includes(`\`${envName(f.name)}\``)
   ).map((f) => f.name);
   assert(missing.length === 0, `README lacks flags: ${missing.join(", ")}`);
+});
+
+Deno.test("every flag the README lists exists", () => {
+  const listed = [...readme.matchAll(/^\| `--([a-z0-9-]+)`/gm)].map((m) => m[1]!);
+  assert(listed.length >= 20, `${listed.length} flags found in the README`);
+  const unknown = listed.filter((name) => !FLAGS.some((f) => f.name === name));
+  assert(unknown.length === 0, `README lists flags that do not exist: ${unknown.join(", ")}`);
 });
 
 Deno.test("the README lists every metric Sluice exposes", async () => {
