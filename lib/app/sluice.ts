@@ -42,6 +42,7 @@ import {
 import { createIssueLogger } from "./issue_logger.ts";
 import { type Publishing, startPublishing } from "./publishing.ts";
 import { shutDown } from "./shutdown.ts";
+import { GATEWAY_SUPPORTED_FEATURES } from "../translate/gateway/features.ts";
 
 /** A running Sluice. */
 export interface Sluice {
@@ -357,6 +358,7 @@ async function openSource(
       : {}),
     // Watched on its own when --watch-namespace leaves its namespace out.
     ...(config.publishService ? { publishService: config.publishService } : {}),
+    gatewayApi: config.gatewayApi,
   });
   return { source, client, access };
 }
@@ -397,6 +399,8 @@ function createController(
       ingressClass: config.ingressClass,
       watchIngressWithoutClass: config.watchIngressWithoutClass,
       ignoreAccessAnnotations: config.ignoreAccessAnnotations,
+      gatewayApi: config.gatewayApi,
+      gatewaySupportedFeatures: GATEWAY_SUPPORTED_FEATURES,
       ...(config.defaultBackendService
         ? { defaultBackendService: config.defaultBackendService }
         : {}),

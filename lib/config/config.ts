@@ -22,6 +22,8 @@ export interface Config {
   readonly watchIngressWithoutClass: boolean;
   /** Serve Ingresses whose ingress-nginx access-control annotations Sluice does not enforce. */
   readonly ignoreAccessAnnotations: boolean;
+  /** Serve Gateway API objects too (GatewayClasses of `controllerName`), when their CRDs exist. */
+  readonly gatewayApi: boolean;
   /** Empty: all namespaces. */
   readonly watchNamespaces: readonly string[];
   /** Address of the HTTP, HTTPS and health ports; undefined: `::` (IPv6 and IPv4) where the host has IPv6, else `0.0.0.0`. */
@@ -122,6 +124,14 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "false",
     help:
       "Serve Ingresses with ingress-nginx access-control annotations, unenforced (else they answer 503)",
+  },
+  {
+    name: "gateway-api",
+    key: "gatewayApi",
+    kind: "boolean",
+    default: "true",
+    help:
+      "Also serve Gateway API routes of GatewayClasses naming --controller-name, once the CRDs exist",
   },
   {
     name: "watch-namespace",
