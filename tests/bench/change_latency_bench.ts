@@ -17,7 +17,12 @@
  * permissions and its default worker count unless `--workers` is given.
  *
  *   deno task bench:latency [--sizes 10,1000,10000] [--changes 120] [--workers N]
- *                           [--publish-status-address 192.0.2.1]
+ *                           [--publish-status-address 192.0.2.1] [--api ingress|httproute]
+ *
+ * With `--api httproute` the objects are HTTPRoutes instead (the Gateway API
+ * CRDs installed, one GatewayClass of Sluice's and one Gateway listening on
+ * port 80, each route with its own hostname): the same changes, the same
+ * targets.
  *
  * A script, not a timed test: it prints a table and the targets (p99 under
  * 100 ms at 1,000 Ingresses and under 250 ms at 10,000; RSS under 250 MiB at
@@ -28,18 +33,18 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { buildCluster, startCluster } from "../cluster/harness.ts";
-import { apply } from "../support/manifests.ts";
 import { createTestHost } from "../support/netns.ts";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
-import { INGRESSES } from "../../lib/k8s/resources.ts";
+import { GATEWAY_CLASSES, GATEWAYS, HTTP_ROUTES, INGRESSES } from "../../lib/k8s/resources.ts";
+import { installGatewayApiCrds } from "../support/gateway_api_crds.ts";
+import { webIngressSpec } from "../support/fixture_objects.ts";
 import {
   applyIngressClass,
   controllerCredentials,
-  endpointSlice,
   HostClient,
   ingress,
-  service,
   startController,
+  webBackend,
 } from "../e2e/cluster_fixture.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 
@@ -87,23 +92,66 @@ async function memoryOf(pid: number): Promise<{ rss: number; hwm: number; thread
   };
 }
 
-function loadIngress(i: number): KubeObject {
-  return ingress(`load-${i}`, {
-    className: CLASS,
-    rules: [{ host: `load-${i}.bench.test`, paths: [{ path: "/", service: "web" }] }],
-  });
+/** The objects changed: Ingresses, or HTTPRoutes on one Gateway (`--api`). */
+type Api = "ingress" | "httproute";
+
+/** An object of `api` named `name` routing `host` to the Service `web`. */
+function routeObject(api: Api, name: string, host: string): KubeObject {
+  if (api === "ingress") {
+    return ingress(name, {
+      className: CLASS,
+      rules: [{ host, paths: [{ path: "/", service: "web" }] }],
+    });
+  }
+  return {
+    apiVersion: "gateway.networking.k8s.io/v1",
+    kind: "HTTPRoute",
+    metadata: { name },
+    spec: {
+      parentRefs: [{ name: "gateway" }],
+      hostnames: [host],
+      rules: [{ backendRefs: [{ name: "web", port: 80 }] }],
+    },
+  };
 }
 
-/** Creates Ingresses `load-<from>` … `load-<to - 1>`, a few at a time. */
-async function loadIngresses(client: KubeClient, ns: string, from: number, to: number) {
+/** The patch that moves object `name` of `api` to `host`. */
+function hostPatch(api: Api, host: string): unknown {
+  return api === "httproute" ? { spec: { hostnames: [host] } } : { spec: webIngressSpec(host) };
+}
+
+/** Creates objects `load-<from>` … `load-<to - 1>`, a few at a time. */
+async function loadObjects(api: Api, client: KubeClient, ns: string, from: number, to: number) {
   let next = from;
+  const resource = api === "ingress" ? INGRESSES : HTTP_ROUTES;
   const worker = async () => {
     while (next < to) {
       const i = next++;
-      await client.create(INGRESSES, { namespace: ns }, loadIngress(i));
+      await client.create(
+        resource,
+        { namespace: ns },
+        routeObject(api, `load-${i}`, `load-${i}.bench.test`),
+      );
     }
   };
   await Promise.all(Array.from({ length: LOAD_CONCURRENCY }, worker));
+}
+
+/** The Gateway API setup of `--api httproute`: CRDs, a GatewayClass of ours, a Gateway on port 80. */
+async function gatewaySetup(client: KubeClient, ns: string): Promise<void> {
+  await installGatewayApiCrds(client);
+  await client.create(GATEWAY_CLASSES, {}, {
+    apiVersion: "gateway.networking.k8s.io/v1",
+    kind: "GatewayClass",
+    metadata: { name: CLASS },
+    spec: { controllerName: CONTROLLER },
+  });
+  await client.create(GATEWAYS, { namespace: ns }, {
+    apiVersion: "gateway.networking.k8s.io/v1",
+    kind: "Gateway",
+    metadata: { name: "gateway" },
+    spec: { gatewayClassName: CLASS, listeners: [{ name: "http", port: 80, protocol: "HTTP" }] },
+  });
 }
 
 /** Polls `host` until it answers 200 from the backend; returns ms since `since`, or NaN after the deadline. */
@@ -133,11 +181,18 @@ async function main(): Promise<void> {
       workers: { type: "string" },
       "publish-status-address": { type: "string" },
       "sluice-arg": { type: "string", multiple: true, default: [] },
+      api: { type: "string", default: "ingress" },
     },
     strict: true,
   });
   const sizes = values.sizes.split(",").map(Number).sort((a, b) => a - b);
   const changes = Number(values.changes);
+  if (values.api !== "ingress" && values.api !== "httproute") {
+    throw new Error(`Invalid --api "${values.api}": ingress or httproute`);
+  }
+  const api: Api = values.api;
+  const resource = api === "ingress" ? INGRESSES : HTTP_ROUTES;
+  const noun = api === "ingress" ? "Ingresses" : "HTTPRoutes";
   if (sizes.some((n) => !(n >= 1)) || !(changes >= 2)) {
     throw new Error(`Invalid --sizes "${values.sizes}" or --changes "${values.changes}"`);
   }
@@ -161,17 +216,12 @@ async function main(): Promise<void> {
   try {
     const ns = await freshNamespace(admin.client, "bench");
     await applyIngressClass(admin.client, CLASS, CONTROLLER);
+    if (api === "httproute") await gatewaySetup(admin.client, ns);
     const credentials = await controllerCredentials(admin.client, {
       adminKubeconfig: cluster.kubeconfig,
       namespace: ns,
     });
-    await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
-    await apply(admin.client, service("web", 8080), { namespace: ns });
-    await apply(
-      admin.client,
-      endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
-      { namespace: ns },
-    );
+    await webBackend(admin.client, { namespace: ns }, host);
 
     let loaded = 0;
     let created = 0;
@@ -179,8 +229,8 @@ async function main(): Promise<void> {
       const loadStarted = performance.now();
       const missing = size - loaded - created;
       if (missing > 0) {
-        console.log(`bench: loading ${missing} Ingresses (to ${size})`);
-        await loadIngresses(admin.client, ns, loaded, loaded + missing);
+        console.log(`bench: loading ${missing} ${noun} (to ${size})`);
+        await loadObjects(api, admin.client, ns, loaded, loaded + missing);
         loaded += missing;
       }
       const loadSeconds = (performance.now() - loadStarted) / 1000;
@@ -215,7 +265,7 @@ async function main(): Promise<void> {
           );
         }
         const sanity = await http.get(sluice.httpPort, `load-${loaded - 1}.bench.test`);
-        if (sanity.status !== 200) throw new Error(`A loaded Ingress answers ${sanity.status}`);
+        if (sanity.status !== 200) throw new Error(`A loaded object answers ${sanity.status}`);
         const ready = await memoryOf(sluice.pid);
 
         const latencies: { kind: "create" | "update"; ms: number }[] = [];
@@ -228,32 +278,18 @@ async function main(): Promise<void> {
           let since: number;
           if (kind === "create") {
             await admin.client.create(
-              INGRESSES,
+              resource,
               { namespace: ns },
-              ingress(`change-${size}-${k}`, {
-                className: CLASS,
-                rules: [{ host: newHost, paths: [{ path: "/", service: "web" }] }],
-              }),
+              routeObject(api, `change-${size}-${k}`, newHost),
             );
             since = performance.now();
             returnedAt.push(Date.now());
             created++;
           } else {
             const name = `load-${(k * 7919) % loaded}`;
-            await admin.client.patch(INGRESSES, { namespace: ns, name }, {
-              spec: {
-                rules: [{
-                  host: newHost,
-                  http: {
-                    paths: [{
-                      path: "/",
-                      pathType: "Prefix",
-                      backend: { service: { name: "web", port: { number: 80 } } },
-                    }],
-                  },
-                }],
-              },
-            }, { type: "merge" });
+            await admin.client.patch(resource, { namespace: ns, name }, hostPatch(api, newHost), {
+              type: "merge",
+            });
             since = performance.now();
             returnedAt.push(Date.now());
           }
@@ -283,7 +319,7 @@ async function main(): Promise<void> {
             ).slice(WARMUP_CHANGES).sort((a, b) => a - b)
             : [];
           console.log(
-            `bench: ${size} Ingresses, ${records.length} publishes: ${
+            `bench: ${size} ${noun}, ${records.length} publishes: ${
               waits.length > 0
                 ? `change returned to rebuild start p50 ${
                   percentile(waits, 50).toFixed(0)
@@ -319,7 +355,7 @@ async function main(): Promise<void> {
         };
         rows.push(row);
         console.log(
-          `bench: ${size} Ingresses: p50 ${row.p50.toFixed(1)} ms, p99 ${row.p99.toFixed(1)} ms, ` +
+          `bench: ${size} ${noun}: p50 ${row.p50.toFixed(1)} ms, p99 ${row.p99.toFixed(1)} ms, ` +
             `ready in ${(startToReadyMs / 1000).toFixed(2)} s, RSS ${row.rssMiB.toFixed(0)} MiB`,
         );
       } finally {
@@ -342,7 +378,7 @@ async function main(): Promise<void> {
       values["publish-status-address"] ? ", publishing status" : ""
     }; ${changes} changes per size after ${WARMUP_CHANGES} warm-up):`,
     "",
-    "| Ingresses | changes (failed) | p50 ms | p90 ms | p99 ms | max ms | create p50 | update p50 | start→ready s | RSS ready MiB | RSS after MiB | peak MiB | threads | target |",
+    `| ${noun} | changes (failed) | p50 ms | p90 ms | p99 ms | max ms | create p50 | update p50 | start→ready s | RSS ready MiB | RSS after MiB | peak MiB | threads | target |`,
     "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ];
   let allMet = true;

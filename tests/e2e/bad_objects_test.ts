@@ -18,14 +18,13 @@ import { generateSelfSignedCertificate } from "../../lib/tls/self_signed.ts";
 import {
   assertRunning,
   e2eWorld,
-  endpointSlice,
   eventsFor,
   HostClient,
   hostIngress,
   ingress,
-  service,
   tlsGet,
   tlsSecret,
+  webBackend,
   withController,
 } from "./cluster_fixture.ts";
 
@@ -38,13 +37,7 @@ Deno.test("Bad objects never crash Sluice nor disturb other Ingresses, and are r
   using http = new HostClient();
   const good = await generateSelfSignedCertificate({ hostnames: ["good.e2e.test"] });
   try {
-    await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
-    await apply(admin.client, service("web", 8080), at);
-    await apply(
-      admin.client,
-      endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
-      at,
-    );
+    await webBackend(admin.client, at, host);
     await apply(admin.client, tlsSecret("good-tls", good.certPem, good.keyPem), at);
     await apply(
       admin.client,

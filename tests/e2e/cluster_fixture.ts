@@ -19,6 +19,7 @@ import { EVENTS, INGRESS_CLASSES, INGRESSES } from "../../lib/k8s/resources.ts";
 import { controllerToken } from "../support/controller_identity.ts";
 import { adminClient, freshNamespace, testKubeconfig, writeKubeconfig } from "../support/kube.ts";
 import { apply } from "../support/manifests.ts";
+import type { TestHost } from "../support/netns.ts";
 import { type SluiceProcess, spawnSluice } from "../support/sluice_process.ts";
 
 // ---------------------------------------------------------------------------
@@ -231,6 +232,24 @@ export function endpointSlice(
       conditions: { ready: true },
     })),
   } as KubeObject;
+}
+
+/**
+ * An echo backend `web-1` on port 8080 of `host` (a test network namespace),
+ * behind Service `web` (port 80) and its EndpointSlice `web-1` in `at`.
+ */
+export async function webBackend(
+  client: KubeClient,
+  at: { readonly namespace: string },
+  host: TestHost,
+): Promise<void> {
+  await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
+  await apply(client, service("web", 8080), at);
+  await apply(
+    client,
+    endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
+    at,
+  );
 }
 
 /** A `kubernetes.io/tls` Secret (data base64-encoded, as the API stores it). */

@@ -38,13 +38,12 @@ import {
   assertRunning,
   type E2EWorld,
   e2eWorld,
-  endpointSlice,
   eventsFor,
   ingress,
   logsWith,
-  service,
   tlsGet,
   tlsSecret,
+  webBackend,
   withController,
 } from "./cluster_fixture.ts";
 
@@ -66,13 +65,7 @@ async function tlsWorld(prefix: string): Promise<{ w: E2EWorld; host: TestHost }
   let host: TestHost | undefined;
   try {
     host = await createTestHost({ name: "pod-tls" });
-    await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
-    await apply(w.admin.client, service("web", 8080), w.at);
-    await apply(
-      w.admin.client,
-      endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
-      w.at,
-    );
+    await webBackend(w.admin.client, w.at, host);
     return { w, host };
   } catch (error) {
     await host?.close();

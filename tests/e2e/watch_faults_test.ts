@@ -17,11 +17,10 @@ import { buildCluster, type RunningCluster, startCluster } from "../cluster/harn
 import {
   assertRunning,
   e2eWorld,
-  endpointSlice,
   HostClient,
   hostIngress,
   logsWith,
-  service,
+  webBackend,
   withController,
 } from "./cluster_fixture.ts";
 
@@ -36,13 +35,7 @@ Deno.test("Sluice keeps serving its last snapshot while the apiserver is down an
     try {
       await using host = await createTestHost({ name: "pod-web" });
       using http = new HostClient();
-      await host.startEchoBackend({ port: 8080, service: "web", pod: "web-1" });
-      await apply(admin.client, service("web", 8080), at);
-      await apply(
-        admin.client,
-        endpointSlice("web-1", { service: "web", addresses: [host.address], port: 8080 }),
-        at,
-      );
+      await webBackend(admin.client, at, host);
       await apply(
         admin.client,
         hostIngress("before", { className: ns, host: "before.e2e.test", service: "web" }),
