@@ -1,7 +1,8 @@
 /**
  * The reflector against the real kube-apiserver (list, pages, watch,
- * bookmarks, a restart, a real 410 after compaction) and, only for a torn
- * stream and malformed lines, against a scripted local server.
+ * bookmarks, a restart, a real 410 after compaction, an optional resource
+ * whose CRDs come and go) and, only for a torn stream and malformed lines,
+ * against a scripted local server.
  *
  * Run: SLUICE_TEST_SKIP_STATIC=1 tools/deno task test tests/integration/reflector_test.ts
  */
@@ -9,9 +10,11 @@ import { assert, assertBetween, assertEquals } from "../support/assert.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
-import { KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
+import { parse } from "yaml";
+import { KubeApiError, KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
 import type { ReflectorClient } from "../../lib/k8s/reflector.ts";
 import {
+  HTTP_ROUTES,
   INGRESSES,
   NAMESPACES,
   type Resource,
@@ -208,6 +211,87 @@ Deno.test("Reflector gets BOOKMARKs from the real apiserver and resumes from the
   } finally {
     await reflector.stop();
     await client.delete(NAMESPACES, { name: ns }).catch(() => {});
+    access.close();
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Optional resources: the Gateway API CRDs, absent, then installed, then removed
+// ---------------------------------------------------------------------------
+
+const CRDS: Resource = Object.freeze({
+  group: "apiextensions.k8s.io",
+  version: "v1",
+  plural: "customresourcedefinitions",
+  kind: "CustomResourceDefinition",
+  namespaced: false,
+});
+const GATEWAY_API_CRDS = ["gatewayclasses", "gateways", "httproutes", "referencegrants"];
+
+/** Deletes the Gateway API CRDs (if there) and waits until HTTPRoutes are no longer served. */
+async function removeGatewayApiCrds(client: KubeClient): Promise<void> {
+  for (const plural of GATEWAY_API_CRDS) {
+    await client.delete(CRDS, { name: `${plural}.gateway.networking.k8s.io` });
+  }
+  await waitFor("HTTPRoutes no longer served", async () => {
+    try {
+      await client.list(HTTP_ROUTES, { limit: 1 });
+      return false;
+    } catch (error) {
+      if (error instanceof KubeApiError && error.isNotFound) return true;
+      throw error;
+    }
+  }, { timeoutMs: 30_000 });
+}
+
+Deno.test("Reflector of an optional resource is synced and empty without its CRD, delivers an HTTPRoute once the CRDs are applied, and empties when they go", async () => {
+  const { client, access } = await adminClient();
+  using logs = captureLogs();
+  // The test cluster has no CRDs of its own; another test may have left these.
+  await removeGatewayApiCrds(client);
+  const ns = await freshNamespace(client, "gwapi");
+  const { reflector, store } = reflectInto("HTTPRoute", { client, resource: HTTP_ROUTES }, {
+    namespace: ns,
+    logger: logs.logger,
+    optional: { absentRetryMs: 200 },
+  });
+  try {
+    await within(10_000, "the first list", reflector.synced);
+    assertEquals([reflector.status.absent, reflector.status.errors], [true, 0]);
+    assertEquals(store.size("HTTPRoute"), 0);
+
+    const dir = new URL("../fixtures/gateway-api-crds/", import.meta.url);
+    for (const plural of GATEWAY_API_CRDS) {
+      const text = await Deno.readTextFile(
+        new URL(`gateway.networking.k8s.io_${plural}.yaml`, dir),
+      );
+      await client.create(CRDS, {}, parse(text));
+    }
+    await waitFor("the reflector to watch HTTPRoutes", () => reflector.status.watching, {
+      timeoutMs: 30_000,
+    });
+    assertEquals(reflector.status.absent, false);
+    await client.create(HTTP_ROUTES, { namespace: ns }, {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      kind: "HTTPRoute",
+      metadata: { name: "web" },
+      spec: { parentRefs: [{ name: "gw" }], rules: [{ backendRefs: [{ name: "web", port: 80 }] }] },
+    });
+    await waitFor("the HTTPRoute", () => store.get("HTTPRoute", `${ns}/web`));
+
+    await removeGatewayApiCrds(client);
+    await waitFor(
+      "the reflector to find HTTPRoutes absent again",
+      () => reflector.status.absent === true,
+      { timeoutMs: 30_000 },
+    );
+    assertEquals(store.size("HTTPRoute"), 0);
+    // Said once per absence: at the start, and after the CRD went.
+    const absent = logs.lines().filter((l) => l.includes("is not served by the API server"));
+    assertEquals(absent.length, 2, absent.join("\n"));
+  } finally {
+    await reflector.stop();
+    await removeGatewayApiCrds(client).catch(() => {});
     access.close();
   }
 });
