@@ -10,8 +10,8 @@ import { assert, assertBetween, assertEquals } from "../support/assert.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor, within } from "../support/wait.ts";
 import { startFakeWatchServer } from "../support/fake_watch_server.ts";
-import { parse } from "yaml";
-import { KubeApiError, KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
+import { KubeClient, type ListOptions } from "../../lib/k8s/kube_client.ts";
+import { installGatewayApiCrds, removeGatewayApiCrds } from "../support/gateway_api_crds.ts";
 import type { ReflectorClient } from "../../lib/k8s/reflector.ts";
 import {
   HTTP_ROUTES,
@@ -219,31 +219,6 @@ Deno.test("Reflector gets BOOKMARKs from the real apiserver and resumes from the
 // Optional resources: the Gateway API CRDs, absent, then installed, then removed
 // ---------------------------------------------------------------------------
 
-const CRDS: Resource = Object.freeze({
-  group: "apiextensions.k8s.io",
-  version: "v1",
-  plural: "customresourcedefinitions",
-  kind: "CustomResourceDefinition",
-  namespaced: false,
-});
-const GATEWAY_API_CRDS = ["gatewayclasses", "gateways", "httproutes", "referencegrants"];
-
-/** Deletes the Gateway API CRDs (if there) and waits until HTTPRoutes are no longer served. */
-async function removeGatewayApiCrds(client: KubeClient): Promise<void> {
-  for (const plural of GATEWAY_API_CRDS) {
-    await client.delete(CRDS, { name: `${plural}.gateway.networking.k8s.io` });
-  }
-  await waitFor("HTTPRoutes no longer served", async () => {
-    try {
-      await client.list(HTTP_ROUTES, { limit: 1 });
-      return false;
-    } catch (error) {
-      if (error instanceof KubeApiError && error.isNotFound) return true;
-      throw error;
-    }
-  }, { timeoutMs: 30_000 });
-}
-
 Deno.test("Reflector of an optional resource is synced and empty without its CRD, delivers an HTTPRoute once the CRDs are applied, and empties when they go", async () => {
   const { client, access } = await adminClient();
   using logs = captureLogs();
@@ -260,13 +235,7 @@ Deno.test("Reflector of an optional resource is synced and empty without its CRD
     assertEquals([reflector.status.absent, reflector.status.errors], [true, 0]);
     assertEquals(store.size("HTTPRoute"), 0);
 
-    const dir = new URL("../fixtures/gateway-api-crds/", import.meta.url);
-    for (const plural of GATEWAY_API_CRDS) {
-      const text = await Deno.readTextFile(
-        new URL(`gateway.networking.k8s.io_${plural}.yaml`, dir),
-      );
-      await client.create(CRDS, {}, parse(text));
-    }
+    await installGatewayApiCrds(client);
     await waitFor("the reflector to watch HTTPRoutes", () => reflector.status.watching, {
       timeoutMs: 30_000,
     });
