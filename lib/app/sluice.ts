@@ -43,6 +43,7 @@ import { createIssueLogger } from "./issue_logger.ts";
 import { type Publishing, startPublishing } from "./publishing.ts";
 import { shutDown } from "./shutdown.ts";
 import { GATEWAY_SUPPORTED_FEATURES } from "../translate/gateway/features.ts";
+import { snapshotInput } from "../routing/snapshot_builder.ts";
 
 /** A running Sluice. */
 export interface Sluice {
@@ -198,7 +199,10 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
   let publishing: Publishing | undefined;
   const publish = async (translation: Translation): Promise<void> => {
     version++;
-    const result = await pool.publish(version, { translation, defaultCertificate });
+    const result = await pool.publish(version, {
+      translation: snapshotInput(translation),
+      defaultCertificate,
+    });
     for (const r of result.rejected) {
       logger.error("Worker {worker} kept its last routes: {message}", { ...r });
     }

@@ -26,6 +26,30 @@ export interface BuildSnapshotOptions {
   readonly defaultCertificate: ServingCertificate;
 }
 
+const NO_GATEWAY_STATUSES = Object.freeze({ gatewayClasses: [], gateways: [], httpRoutes: [] });
+
+/**
+ * The part of a translation {@linkcode buildSnapshot} reads: without the
+ * issues and the Gateway API statuses, which stay on the control plane, so
+ * posting a translation to every worker copies only what serving needs.
+ */
+export function snapshotInput(translation: Translation): Translation {
+  const gateway = translation.gateway;
+  return {
+    ...translation,
+    issues: [],
+    ...(gateway === undefined ? {} : {
+      gateway: {
+        routes: gateway.routes,
+        classes: [],
+        gateways: [],
+        issues: [],
+        statuses: NO_GATEWAY_STATUSES,
+      },
+    }),
+  };
+}
+
 /** Compiles a translation into a frozen snapshot. */
 export function buildSnapshot(translation: Translation, options: BuildSnapshotOptions): Snapshot {
   return Object.freeze({

@@ -57,8 +57,14 @@ export function compileSluiceSnapshot(data: SluiceSnapshotData, version: number)
 
 /** The metric labels a translation's routes can produce: the series a worker keeps once it serves them. */
 export function liveLabels(translation: Translation): LiveLabels {
+  // HTTPRoute requests are labelled `HTTPRoute namespace/name` and their hostname group.
+  const gatewayRoutes = (translation.gateway?.routes ?? []).flatMap((group) =>
+    group.entries.map((entry) => ({ ingress: `HTTPRoute ${entry.route}`, host: group.hostname }))
+  );
   return {
-    routes: translation.routes,
+    routes: gatewayRoutes.length === 0
+      ? translation.routes
+      : [...translation.routes, ...gatewayRoutes],
     backends: translation.backends.map((b) => b.key),
   };
 }

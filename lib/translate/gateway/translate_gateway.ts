@@ -114,11 +114,23 @@ function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
     }
     group.placed.push(p);
   }
+  // Per port and hostname, the entries placed under it: a group's members are
+  // found by the few hostnames that can cover it, not by a scan of all.
+  const byHostname = new Map<string, PlacedEntry[]>();
+  for (const p of placed) {
+    const id = `${p.listener.model.port} ${p.entry.hostname}`;
+    let list = byHostname.get(id);
+    if (list === undefined) byHostname.set(id, list = []);
+    list.push(p);
+  }
   const out: HostRoutes[] = [];
   for (const group of groups.values()) {
-    const members = placed.filter((p) =>
-      p.listener.model.port === group.port && hostnameCovers(p.entry.hostname, group.hostname)
-    );
+    const members: PlacedEntry[] = [];
+    for (const hostname of coveringHostnames(group.hostname)) {
+      for (const p of byHostname.get(`${group.port} ${hostname}`) ?? []) {
+        if (hostnameCovers(p.entry.hostname, group.hostname)) members.push(p);
+      }
+    }
     // The same entry may arrive through two listeners (two Gateways on one
     // port): keep it once.
     const seen = new Set<string>();
@@ -140,6 +152,20 @@ function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
   return out.sort((a, b) => a.port - b.port || compareStrings(a.hostname, b.hostname));
 }
 
+/**
+ * Every hostname that may cover `hostname` (see `hostnameCovers`): itself,
+ * `""`, and the wildcard of each of its dot-led suffixes (`*.b.c` and `*.c`
+ * for `a.b.c`, `*.example.com` and `*.com` for `*.example.com`).
+ */
+function coveringHostnames(hostname: string): string[] {
+  const out = hostname === "" ? [""] : [hostname, ""];
+  for (let dot = hostname.indexOf(".", 1); dot > 0; dot = hostname.indexOf(".", dot + 1)) {
+    const wildcard = `*${hostname.slice(dot)}`;
+    if (wildcard !== hostname) out.push(wildcard);
+  }
+  return out;
+}
+
 function byKey<T extends { metadata?: unknown }>(items: Iterable<T> | undefined): Map<string, T> {
   const map = new Map<string, T>();
   for (const item of items ?? []) {
@@ -149,11 +175,14 @@ function byKey<T extends { metadata?: unknown }>(items: Iterable<T> | undefined)
   return map;
 }
 
-function deepFreeze<T>(value: T, seen = new Set<unknown>()): T {
-  if (value !== null && typeof value === "object" && !seen.has(value)) {
-    seen.add(value);
-    for (const child of Object.values(value)) deepFreeze(child, seen);
-    Object.freeze(value);
+/** Freezes `value` and everything under it; a frozen object (shared, done) is not walked again. */
+function deepFreeze<T>(value: T): T {
+  if (value === null || typeof value !== "object" || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  if (Array.isArray(value)) {
+    for (const child of value) deepFreeze(child);
+  } else {
+    for (const key in value) deepFreeze(value[key]);
   }
   return value;
 }
