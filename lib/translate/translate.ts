@@ -35,6 +35,14 @@ import type { ClusterObjects, Route, TranslateOptions, Translation } from "./tra
 import { compareStrings } from "./_order.ts";
 import { translateGateway } from "./gateway/translate_gateway.ts";
 
+/**
+ * The Gateway listener ports Sluice serves: 80 by its HTTP listener
+ * (`--http-port`), 443 by its HTTPS listener (`--https-port`). Condition
+ * times are left to the status writer (`now` is not passed): it keeps or
+ * sets them against the written status.
+ */
+const GATEWAY_SERVED_PORTS: readonly number[] = Object.freeze([80, 443]);
+
 const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;
 
 /**
@@ -194,6 +202,7 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
       gateway = translateGateway(objects, {
         ...(options.controllerName !== undefined ? { controllerName: options.controllerName } : {}),
         supportedFeatures: options.gatewaySupportedFeatures ?? [],
+        servedPorts: GATEWAY_SERVED_PORTS,
       });
       appendAll(issues, gateway.issues);
       for (const group of gateway.routes) {

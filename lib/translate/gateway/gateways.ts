@@ -71,6 +71,8 @@ export interface GatewayContext {
   readonly grants: readonly ReferenceGrant[];
   readonly now: string;
   readonly issues: Issue[];
+  /** The listener ports Sluice serves; a listener on another port is `PortUnavailable`. Absent: any. */
+  readonly servedPorts?: ReadonlySet<number> | undefined;
 }
 
 /** Processes the Gateways of our classes, sorted by `namespace/name`. */
@@ -235,10 +237,11 @@ function processGateway(
       }
     }
 
-    const accepted = supportedProtocol && d.problems.length === 0 && !badFrom;
+    const portServed = ctx.servedPorts === undefined || ctx.servedPorts.has(d.port);
+    const accepted = supportedProtocol && portServed && d.problems.length === 0 && !badFrom;
     // Gateway API (ListenerConditionAccepted): UnsupportedProtocol when the
-    // protocol is not supported; PortUnavailable is reserved for ports that
-    // cannot be opened (Sluice binds them elsewhere; never set here).
+    // protocol is not supported; PortUnavailable when the port cannot be
+    // served (Sluice serves the ports its listeners stand for).
     conditions.push(
       !supportedProtocol
         ? cond(
@@ -246,6 +249,15 @@ function processGateway(
           false,
           "UnsupportedProtocol",
           `Protocol "${d.protocol}" is not supported`,
+        )
+        : !portServed
+        ? cond(
+          "Accepted",
+          false,
+          "PortUnavailable",
+          `Port ${d.port} is not served: Sluice serves ports ${
+            [...ctx.servedPorts!].sort((a, b) => a - b).join(" and ")
+          }`,
         )
         : accepted
         ? cond("Accepted", true, "Accepted", "The listener is accepted")

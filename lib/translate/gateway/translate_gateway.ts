@@ -60,6 +60,7 @@ export function translateGateway(
     grants,
     now,
     issues,
+    servedPorts: options.servedPorts === undefined ? undefined : new Set(options.servedPorts),
   });
   const routes = processHttpRoutes(objects.httpRoutes ?? [], {
     controllerName,

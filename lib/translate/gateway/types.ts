@@ -164,6 +164,12 @@ export interface GatewayTranslateOptions {
    * status writer keeps an earlier time when a condition's status did not change.
    */
   readonly now?: string;
+  /**
+   * The Gateway listener ports Sluice serves (80 for `--http-port`, 443 for
+   * `--https-port`); a listener on another port is not accepted
+   * (`PortUnavailable`). Absent: every port.
+   */
+  readonly servedPorts?: readonly number[];
 }
 
 // ---------------------------------------------------------------------------
