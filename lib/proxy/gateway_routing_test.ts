@@ -150,6 +150,16 @@ function objects() {
             filters: [{ type: "RequestRedirect", requestRedirect: { port: 8443 } }],
           },
           {
+            matches: [{ path: { value: "/slow" } }],
+            timeouts: { request: "300ms" },
+            backendRefs: [ref("one")],
+          },
+          {
+            matches: [{ path: { value: "/mirrored" } }],
+            filters: [{ type: "RequestMirror", requestMirror: { backendRef: ref("two") } }],
+            backendRefs: [ref("one")],
+          },
+          {
             matches: [{ path: { value: "/rewrite" } }],
             filters: [{
               type: "URLRewrite",
@@ -213,6 +223,7 @@ function translated(backends: Readonly<Record<string, EchoBackend>>): Translatio
 interface World {
   readonly port: number;
   readonly translation: Translation;
+  readonly backends: { readonly one: EchoBackend; readonly two: EchoBackend };
   get(host: string, target: string, extra?: string[]): Promise<Answer>;
 }
 
@@ -247,6 +258,7 @@ async function withWorld(run: (world: World) => Promise<void>): Promise<void> {
     await run({
       port,
       translation,
+      backends: { one, two },
       async get(host, target, extra = []) {
         const head = [`GET ${target} HTTP/1.1`, `Host: ${host}`, ...extra, "Connection: close"];
         const response = await rawRequest(port, head.join("\r\n") + "\r\n\r\n");
@@ -366,5 +378,27 @@ Deno.test("the translation behind these tests carries the Gateway routes and res
     // 500), so it needs no backend entry.
     assertEquals(translation.backends.map((b) => b.key), ["gw/one:80", "gw/two:80"]);
     return Promise.resolve();
+  });
+});
+
+Deno.test("HTTPRoute timeouts.request: a backend slower than the rule's timeout gets 504, a faster one answers", async () => {
+  await withWorld(async ({ get }) => {
+    assertEquals((await get("filters.example.com", "/slow?delay=2000")).status, 504);
+    const fast = await get("filters.example.com", "/slow?delay=10");
+    assertEquals(fast.status, 200);
+    assertEquals(fast.echo?.service, "one");
+  });
+});
+
+Deno.test("HTTPRoute RequestMirror: the mirror backend gets a copy, the client gets the real backend's answer", async () => {
+  await withWorld(async ({ get, backends }) => {
+    const answer = await get("filters.example.com", "/mirrored?n=1", ["X-Trace: mirror-me"]);
+    assertEquals(answer.status, 200);
+    assertEquals(answer.echo?.service, "one");
+    await backends.two.waitFor(() =>
+      backends.two.requests.some((r) => r.target === "/mirrored?n=1")
+    );
+    const copy = backends.two.requests.find((r) => r.target === "/mirrored?n=1")!;
+    assertEquals(header(copy.headers, "x-trace"), ["mirror-me"]);
   });
 });

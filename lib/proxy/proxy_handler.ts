@@ -297,6 +297,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       }
     }
     const request = upstreamRequest(ctx, x, req, head, body);
+    if (x.gateway !== undefined && x.gateway.mirrors.size > 0) mirror(ctx, x.gateway, request);
 
     // The attempt loop: round-robin; on a failure that allows it try the next endpoint.
     let upstream: UpstreamResponse | undefined;
@@ -312,8 +313,10 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         ctx.balancer.markUp(endpoint);
         break;
       } catch (error) {
-        failure = asUpstreamError(error);
-        if (!mayRetry(x, failure, request)) break;
+        failure = x.deadline?.aborted
+          ? new UpstreamError("timeout", "The HTTPRoute rule's timeout passed", { cause: error })
+          : asUpstreamError(error);
+        if (x.deadline?.aborted || !mayRetry(x, failure, request)) break;
         ctx.balancer.markDown(endpoint);
         (tried ??= new Set()).add(endpointKey(endpoint));
       }
@@ -431,6 +434,8 @@ interface ProxiedRequest {
   match: Match | undefined;
   /** The HTTPRoute entry, when a Gateway API route matched (then `match` is its chosen backend). */
   gateway: GatewayMatch | undefined;
+  /** Aborts at the HTTPRoute rule's timeout (then the answer is 504). */
+  deadline: AbortSignal | undefined;
   /** A WebSocket upgrade (known once routed). */
   upgrade: boolean;
   /** From the forwarding headers; an answer before them logs a fresh id. */
@@ -484,6 +489,7 @@ function readRequest(
     declaredLength: undefined,
     match: undefined,
     gateway: undefined,
+    deadline: undefined,
     upgrade: false,
     requestId: undefined,
     clientIp: undefined,
@@ -669,6 +675,36 @@ function gatewayRequestFilters(
   return headers === head.headers ? head : { ...head, headers };
 }
 
+/**
+ * Gateway API `RequestMirror`: a copy of the request to each mirror backend
+ * (its share of requests, by `fraction`), its answer discarded. Only
+ * requests whose body is absent or buffered are mirrored: a streamed body is
+ * read once, by the real backend.
+ */
+function mirror(ctx: HandlerContext, found: GatewayMatch, request: UpstreamRequest): void {
+  if (request.body instanceof ReadableStream || request.upgrade) return;
+  for (const filter of found.entry.filters) {
+    if (filter.type !== "RequestMirror" || Math.random() >= filter.fraction) continue;
+    const backend = found.mirrors.get(filter.backend.key);
+    const endpoint = backend === undefined ? undefined : ctx.balancer.choose(backend);
+    if (endpoint === undefined) continue;
+    const copy: UpstreamRequest = {
+      ...request,
+      // Its own bytes: the real request's may be released once written.
+      body: request.body instanceof Uint8Array ? request.body.slice() : request.body,
+      signal: undefined,
+      clientSignal: undefined,
+      releaseBodyChunks: false,
+    };
+    sendUpstream(ctx.pool, endpoint, copy).then(
+      (answer) => {
+        if (answer.body instanceof ReadableStream) answer.body.cancel().catch(() => {});
+      },
+      () => {},
+    );
+  }
+}
+
 /** The values of a field, by lowercase name. */
 function headerValues(fields: readonly [string, string][], name: string): string[] {
   const values: string[] = [];
@@ -786,7 +822,11 @@ function upstreamRequest(
   // lowercase on the wire (RFC 9113 section 8.2.1): a Host field spelt with a capital is
   // HTTP/1.x, as every common client spells it. A lowercase `host` gets the signal at once.
   const stream = body instanceof ReadableStream;
-  const lazySignal = !x.upgrade && !stream && x.hostName !== undefined && x.hostName !== "host";
+  // An HTTPRoute rule's timeout (Gateway API HTTPRouteTimeouts) ends the exchange: 504.
+  const timeoutMs = x.gateway?.timeoutMs;
+  if (timeoutMs !== undefined) x.deadline = AbortSignal.timeout(timeoutMs);
+  const lazySignal = x.deadline === undefined && !x.upgrade && !stream &&
+    x.hostName !== undefined && x.hostName !== "host";
   return {
     method: x.method,
     // The path routed on (dot segments resolved, slashes merged), not the one received: a
@@ -796,7 +836,11 @@ function upstreamRequest(
     body,
     contentLength: stream ? x.declaredLength : undefined,
     maxBodyBytes: ctx.maxBodyBytes,
-    signal: lazySignal ? undefined : req.signal,
+    signal: lazySignal
+      ? undefined
+      : x.deadline === undefined
+      ? req.signal
+      : AbortSignal.any([req.signal, x.deadline]),
     clientSignal: lazySignal ? () => req.signal : undefined,
     upgrade: x.upgrade,
     releaseBodyChunks: ctx.releaseBodyChunks,

@@ -52,6 +52,12 @@ export interface GatewayMatch {
   readonly totalWeight: number;
   /** Resolved `RequestMirror` backends, by key. */
   readonly mirrors: ReadonlyMap<string, Backend>;
+  /**
+   * Milliseconds before the request answers 504: the shorter of the rule's
+   * `timeouts.request` and `timeouts.backendRequest` (a zero one disables
+   * itself); absent when neither is set.
+   */
+  readonly timeoutMs?: number;
 }
 
 /** A compiled, immutable Gateway route table. */
@@ -165,6 +171,9 @@ function compileEntry(
       mirrors.set(filter.backend.key, resolve(filter.backend.key, filter.backend.service));
     }
   }
+  const timeouts = [entry.timeouts?.request, entry.timeouts?.backendRequest]
+    .map((text) => text === undefined ? undefined : parseGatewayDuration(text))
+    .filter((ms): ms is number => ms !== undefined && ms > 0);
   return Object.freeze({
     entry,
     hostname: group.hostname,
@@ -172,7 +181,25 @@ function compileEntry(
     backends: Object.freeze(weighted),
     totalWeight,
     mirrors,
+    ...(timeouts.length > 0 ? { timeoutMs: Math.min(...timeouts) } : {}),
   });
+}
+
+const DURATION = /^(?:[0-9]{1,5}(?:h|m|s|ms)){1,4}$/;
+const UNIT_MS: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1 };
+
+/**
+ * Milliseconds of a Gateway API Duration (GEP-2257: one to four
+ * `<number><unit>` parts, units `h`, `m`, `s`, `ms`: `1h`, `500ms`,
+ * `1m30s`), or undefined when it is not one.
+ */
+export function parseGatewayDuration(text: string): number | undefined {
+  if (!DURATION.test(text)) return undefined;
+  let ms = 0;
+  for (const [, value, unit] of text.matchAll(/([0-9]+)(ms|h|m|s)/g)) {
+    ms += Number(value) * UNIT_MS[unit!]!;
+  }
+  return ms;
 }
 
 function findGroup(table: PortTable, name: string): Group | undefined {
