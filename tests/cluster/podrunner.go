@@ -33,9 +33,10 @@ import (
 //
 // An image is a program built from Go sources, chosen by the image's name
 // without tag or digest (see imageName); any other image leaves its Pod
-// Pending with an Event that says why. What a kubelet does and this does not
-// (volumes, exec probes, resource limits, hostNetwork, …) is listed in
-// docs/development.md.
+// Pending with an Event that says why. Secret, ConfigMap, emptyDir, downward
+// API and projected volumes are mounted (podvolumes.go, podexec.go). What a
+// kubelet does and this does not (other volume types, exec probes, resource
+// limits, hostNetwork, …) is listed in docs/development.md.
 type podRunner struct {
 	ctx      context.Context
 	client   kubernetes.Interface

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -44,6 +45,8 @@ type podWorker struct {
 	unrunnable  string // why the Pod cannot run, when it cannot
 	waitReason  string // the waiting reason reported with it
 	terminating bool
+
+	warnedVolumes bool // unsupported volume types were reported
 }
 
 // containerRun is one container's process and probe state.
@@ -105,8 +108,10 @@ func (w *podWorker) run() {
 	w.started = metav1.Now()
 	if reason, err := w.prepare(pod); err != nil {
 		w.unrunnable, w.waitReason = err.Error(), reason
-		w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s: %v", reason, err)
-		w.logf("cannot run: %v", err)
+		if !errors.Is(err, errStopped) {
+			w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s: %v", reason, err)
+			w.logf("cannot run: %v", err)
+		}
 	}
 	defer w.cleanUp()
 	for {
@@ -150,8 +155,14 @@ func (w *podWorker) snapshot() (*corev1.Pod, bool) {
 	return w.pod, w.objectLost
 }
 
-// prepare resolves every container's program and creates the Pod's network.
-// Init containers are run to completion, in order, as the kubelet does.
+// errStopped ends a Pod's preparation when the Pod is deleted or the runner
+// stops before its containers started.
+var errStopped = errors.New("stopped before its containers started")
+
+// prepare resolves every container's program, creates the Pod's network and
+// volumes (waiting, as the kubelet does, for Secrets and ConfigMaps that do
+// not exist yet). Init containers are run to completion, in order, as the
+// kubelet does.
 //
 // On failure it returns the waiting reason to report (ErrImagePull for an
 // image it cannot run, as a kubelet that cannot pull it would) with the error.
@@ -181,6 +192,10 @@ func (w *podWorker) prepare(pod *corev1.Pod) (string, error) {
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return "CreateContainerError", err
 	}
+	if err := w.waitForVolumes(); err != nil {
+		return "CreateContainerConfigError", err
+	}
+	pod = w.current()
 	for i := range pod.Spec.InitContainers {
 		c := pod.Spec.InitContainers[i]
 		program, args, _ := w.r.program(&c)
@@ -190,7 +205,7 @@ func (w *podWorker) prepare(pod *corev1.Pod) (string, error) {
 		}
 		for w.containerRunning(run) {
 			if _, lost := w.snapshot(); lost || w.r.ctx.Err() != nil {
-				return "", errors.New("stopped")
+				return "", errStopped
 			}
 			select {
 			case <-w.wake:
@@ -207,6 +222,40 @@ func (w *podWorker) prepare(pod *corev1.Pod) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// waitForVolumes makes the Pod's volumes, trying again while a Secret,
+// ConfigMap or ServiceAccount they need is missing, with a FailedMount
+// Event at the first failure and every minute after, as the kubelet does.
+// The Pod is reported Pending (ContainerCreating) meanwhile.
+func (w *podWorker) waitForVolumes() error {
+	delay := 200 * time.Millisecond
+	var reported time.Time
+	for {
+		pod, lost := w.snapshot()
+		if lost || pod.DeletionTimestamp != nil || w.r.ctx.Err() != nil {
+			return errStopped
+		}
+		err := w.makeVolumes(w.r.ctx, pod)
+		var notReady errVolumeNotReady
+		if err == nil || !errors.As(err, &notReady) {
+			return err
+		}
+		if time.Since(reported) > time.Minute {
+			if reported.IsZero() {
+				w.writeStatus(pod)
+			}
+			reported = time.Now()
+			w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedMount", "%v", err)
+			w.logf("waiting: %v", err)
+		}
+		select {
+		case <-w.wake:
+		case <-time.After(delay):
+		case <-w.r.ctx.Done():
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
 }
 
 func (w *podWorker) containerRunning(c *containerRun) bool {
@@ -229,7 +278,25 @@ func (w *podWorker) start(pod *corev1.Pod, c *containerRun) error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(w.r.self, append([]string{"pod-exec", w.addr.namespace, pod.Name, c.program}, args...)...)
+	mounts, err := w.containerMounts(pod, &c.spec, env)
+	if err != nil {
+		w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
+	execArgs := []string{"pod-exec"}
+	if len(mounts) > 0 {
+		file := filepath.Join(w.dir, c.spec.Name+".mounts.json")
+		spec, err := json.Marshal(mountSpec{Mounts: mounts, Scratch: filepath.Join(w.dir, "mounts", c.spec.Name)})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, spec, 0o644); err != nil {
+			return err
+		}
+		execArgs = append(execArgs, "--mounts", file)
+	}
+	execArgs = append(execArgs, w.addr.namespace, pod.Name, c.program)
+	cmd := exec.Command(w.r.self, append(execArgs, args...)...)
 	cmd.Env = env
 	cmd.Dir = w.dir
 	cmd.Stdout, cmd.Stderr = log, log
