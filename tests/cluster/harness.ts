@@ -3,7 +3,8 @@
  * real kube-apiserver and kube-controller-manager, and a pod runner in place
  * of a kubelet), with the programs its Pods can run as images
  * (`tests/cluster/images/`: the Gateway API conformance suite's `echo-basic`,
- * and a `traefik/whoami` equivalent). The binaries are cached outside the
+ * CoreDNS for its base manifests' `coredns` Deployment, and a
+ * `traefik/whoami` equivalent). The binaries are cached outside the
  * work tree under a hash of their Go sources and `go version`, so clean
  * clones on the same machine reuse them; Go's own build and module caches
  * make a rebuild after a change fast. A cold build takes about 10 minutes on
@@ -40,6 +41,7 @@ async function run(
 /** The images the pod runner can run: image name → Go package in `images/`'s module. */
 export const IMAGES: Readonly<Record<string, string>> = {
   "registry.k8s.io/gateway-api/echo-basic": "sigs.k8s.io/gateway-api/conformance/echo-basic",
+  "registry.k8s.io/coredns/coredns": "./coredns",
   "traefik/whoami": "./whoami",
 };
 
