@@ -205,10 +205,11 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
         servedPorts: GATEWAY_SERVED_PORTS,
       });
       appendAll(issues, gateway.issues);
+      const gatewayReported = new Set<string>();
       for (const group of gateway.routes) {
         for (const entry of group.entries) {
           for (const weighted of entry.backends) {
-            if (weighted.invalid !== undefined || backends.has(weighted.key)) continue;
+            if (weighted.invalid !== undefined) continue;
             const [namespace, name] = weighted.service.split("/") as [string, string];
             const resolved = resolveBackend({
               type: "service",
@@ -217,6 +218,19 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
               port: weighted.port,
             });
             backends.set(resolved.backend.key, resolved.backend);
+            // A valid reference to a Service without ready endpoints: its share answers
+            // 503, reported once per route and backend, as for Ingresses.
+            const once = `${entry.route} ${resolved.backend.key}`;
+            if (resolved.problem === undefined || gatewayReported.has(once)) continue;
+            gatewayReported.add(once);
+            const [routeNamespace = "", routeName = ""] = entry.route.split("/");
+            issues.push({
+              kind: "HTTPRoute",
+              namespace: routeNamespace,
+              name: routeName,
+              field: `spec.rules[${entry.rule}].backendRefs`,
+              message: `${resolved.problem}; its share of requests answers 503`,
+            });
           }
           for (const filter of entry.filters) {
             if (filter.type !== "RequestMirror" || filter.backend.invalid !== undefined) continue;

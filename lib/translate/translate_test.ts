@@ -818,3 +818,20 @@ Deno.test("translate() with gatewayApi and no Gateway API objects adds an empty 
   const { gateway: _gateway, ...rest } = translation;
   assertEquals(rest, translate(GOOD, OPTIONS));
 });
+
+Deno.test("translate() with gatewayApi reports an HTTPRoute backend without ready endpoints once, on its route", () => {
+  const cluster = {
+    ...GATEWAY_CLUSTER,
+    endpointSlices: GATEWAY_CLUSTER.endpointSlices.filter((s) => s.metadata.name !== "web-1"),
+  };
+  const translation = translate(cluster, { ...OPTIONS, gatewayApi: true });
+  assertEquals(
+    translation.backends.find((b) => b.key === "shop/web:8080")?.endpoints,
+    [],
+  );
+  const issues = translation.issues.filter((i) => i.message.includes("shop/web"));
+  assertEquals(issues.map((i) => `${i.kind} ${i.namespace}/${i.name} ${i.field}`), [
+    "HTTPRoute shop/web spec.rules[0].backendRefs",
+  ]);
+  assertStringIncludes(issues[0]!.message, "answers 503");
+});
