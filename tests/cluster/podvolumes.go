@@ -298,13 +298,15 @@ func (r *podRunner) volumeFiles(ctx context.Context, pod *corev1.Pod, v *corev1.
 // makeVolumes fills `<pod dir>/volumes/<name>` for each volume the runner
 // supports, warning once about the others.
 func (w *podWorker) makeVolumes(ctx context.Context, pod *corev1.Pod) error {
-	defer func() { w.warnedVolumes = true }()
+	for i := range pod.Spec.Volumes {
+		if v := &pod.Spec.Volumes[i]; !volumeSupported(v) && !w.warnedVolumes {
+			w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedMount", "Volume %q is not mounted: the pod runner mounts only secret, configMap, emptyDir, downwardAPI and projected volumes", v.Name)
+		}
+	}
+	w.warnedVolumes = true
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if !volumeSupported(v) {
-			if !w.warnedVolumes {
-				w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedMount", "Volume %q is not mounted: the pod runner mounts only secret, configMap, emptyDir, downwardAPI and projected volumes", v.Name)
-			}
 			continue
 		}
 		files, err := w.r.volumeFiles(ctx, pod, v)
