@@ -7,34 +7,52 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // podNetwork gives each Pod its own Linux network namespace, joined to the
-// root namespace by a veth pair on a /30 of podCIDR: the root side is `.1`,
-// the Pod's `eth0` is `.2` and its default route points back at `.1`. A Pod
-// therefore has its own ports (three replicas can all listen on :8080) and
-// an address the apiserver accepts in an EndpointSlice (it refuses
-// loopback), which Sluice and the probes reach directly from the root
-// namespace. Nothing routes between Pods or out of the machine.
+// root namespace by a veth pair on a /30 of the harness's block of podCIDR
+// (below): the root side is `.1`, the Pod's `eth0` is `.2` and its default
+// route points back at `.1`. A Pod therefore has its own ports (three
+// replicas can all listen on :8080) and an address the apiserver accepts in
+// an EndpointSlice (it refuses loopback), which Sluice and the probes reach
+// directly from the root namespace. Nothing routes between Pods or out of
+// the machine.
 //
 // Names carry this process's pid (namespaces `spod-<pid>-<n>`, root-side
 // veths `sp<pid>h<n>`), so a harness can sweep what a crashed one left
 // behind, and the test suite's own hosts (`sluice-*`, `sl*`, 10.244.0.0/16)
 // never collide with them.
+//
+// Harnesses running at once on one machine (several test runs, or `deno task
+// cluster` beside one) must not hand out the same address: their root-side
+// veths would share a subnet and one harness's requests reach the other's
+// Pods. Each takes a block of its own, held by a lock on a file for as long
+// as it runs (released by the kernel if it dies).
 type podNetwork struct {
 	mu     sync.Mutex
 	prefix netip.Prefix
+	lock   *os.File // the block's lock, held while the harness runs
 	used   map[int]bool
 	next   int
 }
 
-// podCIDR is where Pod addresses come from: one /30 per Pod, 16,384 Pods.
-const podCIDR = "10.245.0.0/16"
+// podCIDR is where Pod addresses come from, in blocks of podBlockBits: 16
+// harnesses at once, each with a /20, one /30 per Pod, 1,024 Pods.
+const (
+	podCIDR      = "10.245.0.0/16"
+	podBlockBits = 20
+)
+
+// podBlockLocks is where the blocks' lock files are.
+var podBlockLocks = "/run/sluice-pod-runner"
 
 // podAddress is one Pod's slice of the network.
 type podAddress struct {
@@ -46,14 +64,44 @@ type podAddress struct {
 }
 
 func newPodNetwork() (*podNetwork, error) {
-	prefix, err := netip.ParsePrefix(podCIDR)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("iproute2's ip command is not installed")
 	}
-	return &podNetwork{prefix: prefix, used: map[int]bool{}}, nil
+	prefix, lock, err := claimPodBlock()
+	if err != nil {
+		return nil, err
+	}
+	return &podNetwork{prefix: prefix, lock: lock, used: map[int]bool{}}, nil
+}
+
+// claimPodBlock takes the first block of podCIDR that no other running
+// harness holds.
+func claimPodBlock() (netip.Prefix, *os.File, error) {
+	all, err := netip.ParsePrefix(podCIDR)
+	if err != nil {
+		return netip.Prefix{}, nil, err
+	}
+	if err := os.MkdirAll(podBlockLocks, 0o755); err != nil {
+		return netip.Prefix{}, nil, fmt.Errorf("pod address blocks: %w", err)
+	}
+	blocks := 1 << (podBlockBits - all.Bits())
+	base := all.Addr().As4()
+	for i := 0; i < blocks; i++ {
+		// os.OpenFile sets O_CLOEXEC: Pods' processes do not inherit the lock.
+		f, err := os.OpenFile(filepath.Join(podBlockLocks, fmt.Sprintf("block-%d.lock", i)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return netip.Prefix{}, nil, fmt.Errorf("pod address blocks: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			_ = f.Close()
+			continue
+		}
+		v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+		v += uint32(i) << (32 - podBlockBits)
+		addr := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+		return netip.PrefixFrom(addr, podBlockBits), f, nil
+	}
+	return netip.Prefix{}, nil, fmt.Errorf("all %d Pod address blocks of %s are held by other harnesses", blocks, podCIDR)
 }
 
 func (n *podNetwork) capacity() int { return 1 << (32 - n.prefix.Bits() - 2) }
@@ -71,7 +119,7 @@ func (n *podNetwork) allocate() (*podAddress, error) {
 	}
 	if index < 0 {
 		n.mu.Unlock()
-		return nil, fmt.Errorf("no free Pod address left in %s", podCIDR)
+		return nil, fmt.Errorf("no free Pod address left in %s", n.prefix)
 	}
 	n.used[index] = true
 	n.next = index + 1

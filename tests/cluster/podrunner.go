@@ -136,7 +136,7 @@ func (r *podRunner) registerNode(ctx context.Context) error {
 					"kubernetes.io/arch":     runtime.GOARCH,
 				},
 			},
-			Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
+			Spec: corev1.NodeSpec{PodCIDR: r.network.prefix.String(), PodCIDRs: []string{r.network.prefix.String()}},
 		}, metav1.CreateOptions{})
 	}
 	if err != nil {
