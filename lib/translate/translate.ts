@@ -203,6 +203,10 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
         ...(options.controllerName !== undefined ? { controllerName: options.controllerName } : {}),
         supportedFeatures: options.gatewaySupportedFeatures ?? [],
         servedPorts: GATEWAY_SERVED_PORTS,
+        certificateProblem: (secretKey) => {
+          const certificate = readCertificate(secretKey);
+          return certificate.ok ? undefined : certificate.reason;
+        },
       });
       appendAll(issues, gateway.issues);
       const gatewayReported = new Set<string>();

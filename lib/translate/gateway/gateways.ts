@@ -73,6 +73,8 @@ export interface GatewayContext {
   readonly issues: Issue[];
   /** The listener ports Sluice serves; a listener on another port is `PortUnavailable`. Absent: any. */
   readonly servedPorts?: ReadonlySet<number> | undefined;
+  /** Why a TLS Secret's certificate cannot be served (see `GatewayTranslateOptions`). */
+  readonly certificateProblem?: ((secretKey: string) => string | undefined) | undefined;
 }
 
 /** Processes the Gateways of our classes, sorted by `namespace/name`. */
@@ -382,6 +384,12 @@ function certificateProblem(
       message:
         `Cannot use Secret "${key}": not a kubernetes.io/tls Secret with tls.crt and tls.key`,
     };
+  }
+  // Gateway API (ListenerConditionResolvedRefs, InvalidCertificateRef): also
+  // "the referenced certificate … is malformed".
+  const problem = ctx.certificateProblem?.(key);
+  if (problem !== undefined) {
+    return { reason: "InvalidCertificateRef", message: `Cannot use Secret "${key}": ${problem}` };
   }
   return undefined;
 }

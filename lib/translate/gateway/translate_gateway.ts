@@ -61,6 +61,7 @@ export function translateGateway(
     now,
     issues,
     servedPorts: options.servedPorts === undefined ? undefined : new Set(options.servedPorts),
+    certificateProblem: options.certificateProblem,
   });
   const routes = processHttpRoutes(objects.httpRoutes ?? [], {
     controllerName,

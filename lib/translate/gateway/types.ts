@@ -170,6 +170,14 @@ export interface GatewayTranslateOptions {
    * (`PortUnavailable`). Absent: every port.
    */
   readonly servedPorts?: readonly number[];
+  /**
+   * Why the certificate of a TLS Secret (`namespace/name`, one that exists
+   * with both keys) cannot be served: unparsable, key mismatch, expired…; a
+   * listener naming it is `InvalidCertificateRef`. Injected (as the Ingress
+   * translation's certificate inspector) to keep this module free of crypto.
+   * Absent: every such Secret is usable.
+   */
+  readonly certificateProblem?: (secretKey: string) => string | undefined;
 }
 
 // ---------------------------------------------------------------------------
