@@ -21,6 +21,7 @@ import { waitFor } from "../support/wait.ts";
 import { installGatewayApiCrds, removeGatewayApiCrds } from "../support/gateway_api_crds.ts";
 import type { KubeObject } from "../../lib/k8s/kube_client.ts";
 import { GATEWAY_CLASSES, GATEWAYS, HTTP_ROUTES } from "../../lib/k8s/resources.ts";
+import { GATEWAY_SUPPORTED_FEATURES } from "../../lib/translate/gateway/features.ts";
 import { e2eWorld, HostClient, webBackend, withController } from "./cluster_fixture.ts";
 
 const API = "gateway.networking.k8s.io/v1";
@@ -108,11 +109,10 @@ Deno.test("Gateway API: an HTTPRoute on a Gateway of Sluice's GatewayClass is se
             "True/Accepted@1",
       );
       const classStatus = await statusOf(GATEWAY_CLASSES, ns, false);
-      assertEquals(classStatus.supportedFeatures, [
-        { name: "Gateway" },
-        { name: "HTTPRoute" },
-        { name: "ReferenceGrant" },
-      ]);
+      assertEquals(
+        classStatus.supportedFeatures,
+        [...GATEWAY_SUPPORTED_FEATURES].sort().map((name) => ({ name })),
+      );
 
       await waitFor(
         "the Gateway to be Programmed",
