@@ -30,8 +30,6 @@ export const NAMESPACES: Resource = resource("", "v1", "namespaces", "Namespace"
 export const SERVICES: Resource = resource("", "v1", "services", "Service");
 export const SECRETS: Resource = resource("", "v1", "secrets", "Secret");
 export const EVENTS: Resource = resource("", "v1", "events", "Event");
-export const PODS: Resource = resource("", "v1", "pods", "Pod");
-export const SERVICE_ACCOUNTS: Resource = resource("", "v1", "serviceaccounts", "ServiceAccount");
 export const ENDPOINT_SLICES: Resource = resource(
   "discovery.k8s.io",
   "v1",

@@ -16,13 +16,8 @@
 import { parse } from "yaml";
 import { join } from "node:path";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
-import {
-  apiVersionOf,
-  INGRESSES,
-  type Resource,
-  SERVICE_ACCOUNTS,
-  SERVICES,
-} from "../../lib/k8s/resources.ts";
+import { apiVersionOf, INGRESSES, type Resource, SERVICES } from "../../lib/k8s/resources.ts";
+import { SERVICE_ACCOUNTS } from "../support/core_resources.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { adminClient, freshNamespace, writeKubeconfig } from "../support/kube.ts";
 import { apply, MANIFESTS_DIR, readManifest, resourceOf } from "../support/manifests.ts";

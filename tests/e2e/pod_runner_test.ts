@@ -11,7 +11,7 @@
  * @module
  */
 import type { KubeObject } from "../../lib/k8s/kube_client.ts";
-import { PODS } from "../../lib/k8s/resources.ts";
+import { PODS } from "../support/core_resources.ts";
 import type { SluiceProcess } from "../support/sluice_process.ts";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { waitFor, within } from "../support/wait.ts";

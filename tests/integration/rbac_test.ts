@@ -10,12 +10,11 @@ import {
   INGRESSES,
   LEASES,
   NAMESPACES,
-  PODS,
   REFERENCE_GRANTS,
   SECRETS,
-  SERVICE_ACCOUNTS,
   SERVICES,
 } from "../../lib/k8s/resources.ts";
+import { PODS, SERVICE_ACCOUNTS } from "../support/core_resources.ts";
 import { controllerIdentity } from "../support/controller_identity.ts";
 import { adminClient, freshNamespace } from "../support/kube.ts";
 import { waitFor } from "../support/wait.ts";

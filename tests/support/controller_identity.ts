@@ -7,7 +7,7 @@
  */
 import type { KubeAccess } from "../../lib/k8s/kube_access.ts";
 import type { KubeClient } from "../../lib/k8s/kube_client.ts";
-import { SERVICE_ACCOUNTS } from "../../lib/k8s/resources.ts";
+import { SERVICE_ACCOUNTS } from "./core_resources.ts";
 import { CLUSTER_ROLE_BINDINGS } from "./rbac_resources.ts";
 import { assert } from "./assert.ts";
 import { clientWithToken } from "./kube.ts";

@@ -11,7 +11,8 @@
  */
 import { stringify } from "yaml";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
-import { PODS, type Resource } from "../../lib/k8s/resources.ts";
+import type { Resource } from "../../lib/k8s/resources.ts";
+import { PODS } from "./core_resources.ts";
 import { testKubeconfig } from "./kube.ts";
 import { waitFor } from "./wait.ts";
 
