@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import type { KubeClient, KubeObject } from "../../lib/k8s/kube_client.ts";
 import type { Resource } from "../../lib/k8s/resources.ts";
 import * as resources from "../../lib/k8s/resources.ts";
+import * as coreResources from "./core_resources.ts";
 import * as rbacResources from "./rbac_resources.ts";
 
 /** The repository's `manifests/` folder. */
@@ -24,7 +25,11 @@ export async function readManifest(file: string): Promise<KubeObject[]> {
   }).filter((o) => o !== null);
 }
 
-const KNOWN: readonly Resource[] = [...Object.values(resources), ...Object.values(rbacResources)]
+const KNOWN: readonly Resource[] = [
+  ...Object.values(resources),
+  ...Object.values(coreResources),
+  ...Object.values(rbacResources),
+]
   .filter((v): v is Resource => typeof v === "object" && v !== null && "plural" in v);
 
 /** The resource of an object, by `apiVersion` and `kind`. */
