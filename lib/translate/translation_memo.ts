@@ -14,15 +14,21 @@
  *
  * @module
  */
+import type { HttpRouteMemo } from "./gateway/http_route_memo.ts";
 import type { IngressCandidates } from "./route_candidates.ts";
 
 /** Per-object results kept between translations. */
 export interface TranslationMemo {
   /** Route candidates, by Ingress object. */
   readonly routeCandidates: WeakMap<object, IngressCandidates>;
+  /**
+   * Compiled HTTPRoutes, by HTTPRoute object, each with the Services and
+   * ReferenceGrants it read (reused only while those are the same objects).
+   */
+  readonly httpRoutes: HttpRouteMemo;
 }
 
 /** An empty memo: give the same one to every translation of one store. */
 export function createTranslationMemo(): TranslationMemo {
-  return { routeCandidates: new WeakMap() };
+  return { routeCandidates: new WeakMap(), httpRoutes: new WeakMap() };
 }

@@ -8,7 +8,7 @@
 import type { Service } from "../../k8s/objects.ts";
 import { findServicePort } from "../endpoints.ts";
 import { validateHostname } from "./hostnames.ts";
-import { isReferenceAllowed } from "./reference_grants.ts";
+import type { ReferenceTo } from "./reference_grants.ts";
 import type {
   BackendObjectRef,
   HeaderModifier,
@@ -19,7 +19,6 @@ import type {
   NameValue,
   PathModifier,
   PathModifierInput,
-  ReferenceGrant,
   RouteFilter,
   RouteMatch,
   WeightedBackend,
@@ -43,11 +42,17 @@ export type CompiledRule =
   }
   | { readonly ok: false; readonly field: string; readonly message: string };
 
-/** Inputs for resolving references. */
+/**
+ * How a rule's references resolve. Passed as functions so a caller can
+ * record what a compiled rule read (see `http_route_memo.ts`).
+ */
 export interface RuleContext {
+  /** The route's namespace. */
   readonly namespace: string;
-  readonly services: ReadonlyMap<string, Service>;
-  readonly grants: readonly ReferenceGrant[];
+  /** The Service `namespace/name`, undefined when there is none. */
+  readonly service: (key: string) => Service | undefined;
+  /** Whether a ReferenceGrant lets an HTTPRoute of `namespace` refer to `to` in another namespace. */
+  readonly granted: (to: ReferenceTo) => boolean;
 }
 
 const METHODS = new Set([
@@ -479,18 +484,14 @@ function resolveBackend(
   }
   if (name === "") return invalid("BackendNotFound", "Cannot route to Service: name is missing");
   if (
-    !isReferenceAllowed(
-      ctx.grants,
-      { group: "gateway.networking.k8s.io", kind: "HTTPRoute", namespace: ctx.namespace },
-      { group: "", kind: "Service", namespace, name },
-    )
+    namespace !== ctx.namespace && !ctx.granted({ group: "", kind: "Service", namespace, name })
   ) {
     return invalid(
       "RefNotPermitted",
       `Cannot route to Service "${service}": no ReferenceGrant allows it`,
     );
   }
-  const svc = ctx.services.get(service);
+  const svc = ctx.service(service);
   if (svc === undefined) {
     return invalid("BackendNotFound", `Cannot route to Service "${service}": no such Service`);
   }

@@ -1,7 +1,8 @@
 /**
  * HTTPRoute processing: attaching each route to the listeners its parentRefs
- * name (sectionName, port, allowedRoutes, hostnames), compiling its rules
- * into entries per (port, hostname), and its status per parent.
+ * name (sectionName, port, allowedRoutes, hostnames), placing the entries of
+ * its compiled rules (`compiled_route.ts`, remembered between translations
+ * by `http_route_memo.ts`) per (port, hostname), and its status per parent.
  *
  * @module
  */
@@ -11,11 +12,12 @@ import { compareStrings } from "../_order.ts";
 import type { Issue } from "../issues.ts";
 import { conditionMaker } from "./_conditions.ts";
 import { GATEWAY_GROUP, type GatewayState, type ListenerState } from "./gateways.ts";
-import { routeHostnamesOn, validateHostname } from "./hostnames.ts";
-import { compileRule } from "./http_route_rules.ts";
+import { routeEntriesOn } from "./compiled_route.ts";
+import { routeHostnamesOn } from "./hostnames.ts";
+import { compiledRouteOf, type HttpRouteMemo } from "./http_route_memo.ts";
 import { selectorMatches } from "./label_selector.ts";
 import type { RankedEntry } from "./precedence.ts";
-import type { Condition, GatewayStatuses, HTTPRoute, ReferenceGrant, RouteEntry } from "./types.ts";
+import type { Condition, GatewayStatuses, HTTPRoute, ReferenceGrant } from "./types.ts";
 
 type RouteStatus = GatewayStatuses["httpRoutes"][number];
 
@@ -28,6 +30,8 @@ export interface RouteContext {
   readonly grants: readonly ReferenceGrant[];
   readonly now: string;
   readonly issues: Issue[];
+  /** Compiled routes kept from earlier translations (see `http_route_memo.ts`); absent: none. */
+  readonly memo?: HttpRouteMemo | undefined;
 }
 
 /** An entry bound to the listener it serves on. */
@@ -77,37 +81,10 @@ function processRoute(
   ctx: RouteContext,
   placed: PlacedEntry[],
 ): RouteStatus {
-  const key = `${namespace}/${name}`;
+  const compiled = compiledRouteOf(route, { namespace, name }, ctx);
+  const { key, created, hostnames, rules, invalidRules, unresolved } = compiled;
+  for (const issue of compiled.issues) ctx.issues.push(issue);
   const condition = conditionMaker(route.metadata?.generation, ctx.now);
-  const issue = (field: string, message: string) =>
-    ctx.issues.push({ kind: "HTTPRoute", namespace, name, field, message });
-  const created = typeof route.metadata?.creationTimestamp === "string"
-    ? route.metadata.creationTimestamp
-    : "";
-
-  const hostnames: string[] = [];
-  for (
-    const [i, raw] of (Array.isArray(route.spec?.hostnames) ? route.spec.hostnames : []).entries()
-  ) {
-    const host = validateHostname(raw);
-    if (host.ok && host.host !== "") hostnames.push(host.host);
-    else issue(`spec.hostnames[${i}]`, host.ok ? "Cannot use an empty hostname" : host.message);
-  }
-
-  // Gateway API (HTTPRouteSpec.rules): default one rule matching every request.
-  const rawRules = Array.isArray(route.spec?.rules) && route.spec.rules.length > 0
-    ? route.spec.rules
-    : [{}];
-  const rules = rawRules.map((rule, i) => compileRule(rule, i, { namespace, ...ctx }));
-  let unresolved: { reason: string; message: string } | undefined;
-  for (const rule of rules) {
-    if (!rule.ok) issue(rule.field, rule.message);
-    else {
-      for (const [field, message] of rule.notes) issue(field, message);
-      unresolved ??= rule.unresolved;
-    }
-  }
-  const invalidRules = rules.filter((r) => !r.ok).length;
 
   const parents: RouteStatus["parents"][number][] = [];
   for (
@@ -169,22 +146,8 @@ function processRoute(
         listener.attachedRoutes++;
         if (!listener.model.ready) continue;
         for (const hostname of hosts) {
-          for (const [r, rule] of rules.entries()) {
-            if (!rule.ok) continue;
-            for (const [m, matches] of rule.matches.entries()) {
-              const entry: RouteEntry = {
-                route: key,
-                rule: r,
-                match: m,
-                hostname,
-                matches,
-                filters: rule.filters,
-                backends: rule.backends,
-                ...(rule.timeouts === undefined ? {} : { timeouts: rule.timeouts }),
-                ...(rule.respond === undefined ? {} : { respond: rule.respond }),
-              };
-              placed.push({ entry, created, listener });
-            }
+          for (const entry of routeEntriesOn(compiled, hostname)) {
+            placed.push({ entry, created, listener });
           }
         }
       }
