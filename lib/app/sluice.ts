@@ -298,6 +298,7 @@ async function startDataPlane(
     module: new URL("../workers/sluice_worker.ts", import.meta.url),
     config: {
       hostname,
+      gatewayAddresses: config.gatewayAddresses,
       httpPort: config.httpPort,
       httpsPort: config.httpsPort,
       firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
@@ -405,6 +406,7 @@ function createController(
       ignoreAccessAnnotations: config.ignoreAccessAnnotations,
       gatewayApi: config.gatewayApi,
       gatewaySupportedFeatures: GATEWAY_SUPPORTED_FEATURES,
+      gatewayAddresses: config.gatewayAddresses,
       ...(config.defaultBackendService
         ? { defaultBackendService: config.defaultBackendService }
         : {}),

@@ -24,6 +24,8 @@ export interface Config {
   readonly ignoreAccessAnnotations: boolean;
   /** Serve Gateway API objects too (GatewayClasses of `controllerName`), when their CRDs exist. */
   readonly gatewayApi: boolean;
+  /** Local addresses given one per Gateway, each served on the HTTP and HTTPS ports (empty: Gateways share the main listeners). */
+  readonly gatewayAddresses: readonly string[];
   /** Empty: all namespaces. */
   readonly watchNamespaces: readonly string[];
   /** Address of the HTTP, HTTPS and health ports; undefined: `::` (IPv6 and IPv4) where the host has IPv6, else `0.0.0.0`. */
@@ -132,6 +134,15 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "true",
     help:
       "Also serve Gateway API routes of GatewayClasses naming --controller-name, once the CRDs exist",
+  },
+  {
+    name: "gateway-addresses",
+    key: "gatewayAddresses",
+    kind: "list",
+    default: "",
+    value: "IPS",
+    help:
+      "Comma-separated local IPs, one given to each Gateway and listened on (HTTP and HTTPS ports) for its routes only",
   },
   {
     name: "watch-namespace",
@@ -607,6 +618,21 @@ function crossCheck(config: Config): string | undefined {
     return `Invalid value ${
       JSON.stringify(config.bindAddress)
     } for --bind-address: not an IP address`;
+  }
+  const gatewayAddresses = new Set<string>();
+  for (const address of config.gatewayAddresses) {
+    const ip = parseIp(address);
+    if (ip === undefined || /^(?:0\.0\.0\.0|::)$/.test(address)) {
+      return `Invalid value ${
+        JSON.stringify(address)
+      } in --gateway-addresses: not an IP address of this host (a wildcard address is not one)`;
+    }
+    if (gatewayAddresses.has(address) || address === config.bindAddress) {
+      return `Invalid value ${
+        JSON.stringify(address)
+      } in --gateway-addresses: named twice (or also --bind-address)`;
+    }
+    gatewayAddresses.add(address);
   }
   for (const address of config.publishStatusAddresses) {
     // The apiserver takes an Ingress status address only as an IP or a DNS-1123 subdomain.

@@ -526,6 +526,22 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "--gateway-addresses takes distinct literal IPs, none a wildcard or the bind address",
+  fn() {
+    assertEquals(configOf([]).gatewayAddresses, []);
+    const ok = configOf(["--gateway-addresses=127.0.1.1,127.0.1.2,2001:db8::7"]);
+    assertEquals(ok.gatewayAddresses, ["127.0.1.1", "127.0.1.2", "2001:db8::7"]);
+    for (const value of ["gw.example.com", "0.0.0.0", "::", "127.0.1.1", "10.0.0.0/8", "1.2.3"]) {
+      assertRefused([`--gateway-addresses=127.0.1.1,${value}`], "gateway-addresses");
+    }
+    assertRefused(
+      ["--bind-address=127.0.0.1", "--gateway-addresses=127.0.0.1"],
+      "gateway-addresses",
+    );
+  },
+});
+
 // Was a bug: with --manifests, the flags that need a cluster were accepted and silently ignored:
 // --watch-namespace=a served every namespace's files, and status and election were never run.
 Deno.test({

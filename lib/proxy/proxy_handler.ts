@@ -82,6 +82,8 @@ export interface ProxyRequestInfo {
     begin(peer: { readonly hostname: string; readonly port: number }): number;
     end(slot: number): void;
   };
+  /** A Gateway's own address, on its listeners (see `ConnectionInfo`): only its routes answer. */
+  readonly gatewayAddress?: string | undefined;
 }
 
 /** Structured logger; LogTape's `Logger` fits. */
@@ -417,6 +419,8 @@ interface ProxiedRequest {
   /** The TCP peer, IPv4-mapped addresses unmapped. */
   readonly peer: string;
   readonly secure: boolean;
+  /** Set on a Gateway's own address (`--gateway-addresses`). */
+  readonly gatewayAddress: string | undefined;
   /** The first Host field's value (HTTP/2 requests carry none). */
   readonly hostHeader: string | undefined;
   /** The first Host field's name as sent (lowercase: likely HTTP/2). */
@@ -480,6 +484,7 @@ function readRequest(
     url: req.url,
     peer: normalizeIp(info.remoteAddr.hostname),
     secure: info.secure,
+    gatewayAddress: info.gatewayAddress,
     hostHeader,
     hostName,
     contentLengthText,
@@ -570,6 +575,7 @@ function route(
   const snapshot = ctx.snapshot();
   if (snapshot.gateway !== undefined) {
     const found = snapshot.gateway.lookup({
+      address: x.gatewayAddress,
       port: x.secure ? 443 : 80,
       host: where.authority,
       path: where.routePath,

@@ -136,7 +136,10 @@ export function planGatewayStatus(input: GatewayStatusPlanInput): GatewayStatusA
       }
     }
     const status: Record<string, unknown> = {
-      addresses: gatewayAddresses(input.addresses),
+      // Its own address (`--gateway-addresses`), else the published ones.
+      addresses: desired.address !== undefined
+        ? [{ type: "IPAddress", value: desired.address }]
+        : gatewayAddresses(input.addresses),
       conditions: mergeConditions(desired.conditions, current.conditions, input.now),
       listeners: desired.listeners.map((l) => ({
         name: l.name,

@@ -1,10 +1,12 @@
 /**
- * The compiled Gateway API routes: per Gateway listener port, hostname groups
+ * The compiled Gateway API routes: per Gateway address (a Gateway's own, from
+ * `--gateway-addresses`, or the main listeners') and listener port, hostname groups
  * (exact, wildcard, any) whose entries are already in the spec's precedence
  * order (`lib/translate/gateway/precedence.ts`), each with its backends
  * resolved to endpoints.
  *
- * A lookup picks the most specific hostname group of the port (exact name,
+ * A lookup picks, on the address and port that took the request (never
+ * another's), the most specific hostname group (exact name,
  * then the longest wildcard covering it — a Gateway API wildcard covers one
  * label or more — then the group for any host) and returns its first entry
  * whose match (path, method, headers, query parameters) holds.
@@ -19,6 +21,11 @@ import { normaliseRequestHost } from "./host.ts";
 
 /** What a lookup reads of a request. */
 export interface GatewayRequest {
+  /**
+   * The Gateway address whose listener took the request (`--gateway-addresses`);
+   * undefined on the main listeners, which serve the Gateways without one.
+   */
+  readonly address?: string | undefined;
   /** The Gateway listener port the request arrived on (80 for `--http-port`, 443 for `--https-port`). */
   readonly port: number;
   /** The authority as received; normalised here (case, port, trailing dot). */
@@ -100,9 +107,12 @@ export function compileGatewayTable(
   backends: readonly Backend[],
 ): GatewayTable {
   const byKey = new Map(backends.map((b) => [b.key, b]));
-  const ports = new Map<number, PortTable>();
+  // Per Gateway address ("" for the main listeners), per port.
+  const addresses = new Map<string, Map<number, PortTable>>();
   let size = 0;
   for (const group of routes) {
+    let ports = addresses.get(group.address ?? "");
+    if (ports === undefined) addresses.set(group.address ?? "", ports = new Map());
     let table = ports.get(group.port);
     if (table === undefined) {
       table = { exact: new Map(), wildcard: new Map(), any: undefined };
@@ -120,7 +130,7 @@ export function compileGatewayTable(
   }
 
   const lookup = (request: GatewayRequest): GatewayMatch | undefined => {
-    const table = ports.get(request.port);
+    const table = addresses.get(request.address ?? "")?.get(request.port);
     if (table === undefined) return undefined;
     const group = findGroup(table, normaliseRequestHost(request.host));
     if (group === undefined) return undefined;

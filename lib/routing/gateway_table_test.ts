@@ -79,6 +79,36 @@ Deno.test("compileGatewayTable() picks the exact host, then the longest covering
   assertEquals(table.size, 5);
 });
 
+Deno.test("compileGatewayTable() answers on a Gateway address only with that Gateway's routes", () => {
+  const on = (address: string | undefined, route: string): HostRoutes => ({
+    ...group("", route),
+    ...(address === undefined ? {} : { address }),
+  });
+  const table = compileGatewayTable([
+    on("127.0.1.1", "ns/first"),
+    on("127.0.1.2", "ns/second"),
+    on(undefined, "ns/main"),
+  ], [{ key: "ns/web:80", service: "ns/web", endpoints: [] }]);
+  const routeOn = (address: string | undefined) =>
+    table.lookup({
+      address,
+      port: 80,
+      host: "a.example.com",
+      path: "/",
+      method: "GET",
+      header: () => [],
+      query: "",
+    })?.entry.route;
+  const cases: [string | undefined, string | undefined][] = [
+    ["127.0.1.1", "ns/first"],
+    ["127.0.1.2", "ns/second"],
+    [undefined, "ns/main"],
+    // A listener address without a Gateway serves nothing, not the main listeners' routes.
+    ["127.0.1.3", undefined],
+  ];
+  for (const [address, route] of cases) assertEquals(routeOn(address), route, `${address}`);
+});
+
 Deno.test("pickGatewayBackend() follows the weights, and picks nothing when they sum to zero", () => {
   const match = {
     backends: [{ weight: 1, invalid: "x" }, { weight: 3, invalid: "y" }],

@@ -26,6 +26,11 @@ export interface ConnectionInfo {
    */
   readonly fallbackAuthority: string;
   /**
+   * Set on a listener of a Gateway's own address (`--gateway-addresses`):
+   * that address, whose Gateway alone routes the request.
+   */
+  readonly gatewayAddress?: string;
+  /**
    * Where a session that outlives its request (a WebSocket after its 101)
    * is counted, so idle-connection timeouts leave it alone: call
    * `begin(remoteAddr)` when it starts and `end()` with what it returned

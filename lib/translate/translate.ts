@@ -203,6 +203,9 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
         ...(options.controllerName !== undefined ? { controllerName: options.controllerName } : {}),
         supportedFeatures: options.gatewaySupportedFeatures ?? [],
         servedPorts: GATEWAY_SERVED_PORTS,
+        ...(options.gatewayAddresses === undefined
+          ? {}
+          : { gatewayAddresses: options.gatewayAddresses }),
         certificateProblem: (secretKey) => {
           const certificate = readCertificate(secretKey);
           return certificate.ok ? undefined : certificate.reason;

@@ -105,6 +105,8 @@ export interface TranslateOptions {
   readonly gatewayApi?: boolean;
   /** Gateway API features Sluice claims, written to GatewayClass status. */
   readonly gatewaySupportedFeatures?: readonly string[];
+  /** `--gateway-addresses`: an address of its own for each Gateway (see `gateway_addresses.ts`). */
+  readonly gatewayAddresses?: readonly string[];
   /** The current time, milliseconds since the epoch (certificate expiry is judged against it). */
   readonly now: number;
   readonly inspectCertificate: InspectCertificate;

@@ -27,6 +27,11 @@ export interface WorkerConfig {
   readonly httpsPort: number | null;
   /** See `HttpsListenerOptions.firstBytesTimeoutMs`. */
   readonly firstBytesTimeoutMs?: number;
+  /**
+   * Gateway addresses (`--gateway-addresses`): each also listened on, at the
+   * HTTP and HTTPS ports, its requests carrying `gatewayAddress`.
+   */
+  readonly gatewayAddresses?: readonly string[];
   /** See `HttpsListenerOptions.idleTimeoutMs`. */
   readonly idleTimeoutMs?: number;
   /**

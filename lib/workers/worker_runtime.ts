@@ -89,12 +89,23 @@ function closingConnection(response: Response): Response {
   return response;
 }
 
+/** `serve` for a listener on a Gateway's own address: its requests carry that address. */
+function onGatewayAddress(serve: RequestHandler, gatewayAddress: string): RequestHandler {
+  return (req, info) => serve(req, { ...info, gatewayAddress });
+}
+
 /** Starts a listener, or throws naming it and its flag. */
-function listening<L>(what: "HTTP" | "HTTPS", hostname: string, port: number, listen: () => L): L {
+function listening<L>(
+  what: "HTTP" | "HTTPS",
+  hostname: string,
+  port: number,
+  listen: () => L,
+  gateway = false,
+): L {
   try {
     return listen();
   } catch (error) {
-    const flag = what === "HTTP" ? "--http-port" : "--https-port";
+    const flag = gateway ? "--gateway-addresses" : what === "HTTP" ? "--http-port" : "--https-port";
     throw new Error(
       `Cannot listen for ${what} on "${hostPort(hostname, port)}" (${flag}): ${errorText(error)}`,
     );
@@ -105,7 +116,7 @@ function listening<L>(what: "HTTP" | "HTTPS", hostname: string, port: number, li
 export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D>): void {
   let worker = -1;
   let current: Snapshot | undefined;
-  let https: HttpsListener | undefined;
+  const httpsListeners: HttpsListener[] = [];
   let handler: WorkerHandler | undefined;
   const listeners: { readonly name: "http" | "https"; readonly listener: Listener }[] = [];
   // Requests in flight per listener, as the listeners count them (for the shutdown report too).
@@ -148,7 +159,9 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       return;
     }
     // Acknowledge once new TLS handshakes see the new certificates.
-    if (https?.refresh()) await https.settled();
+    for (const https of httpsListeners) {
+      if (https.refresh()) await https.settled();
+    }
     scope.postMessage({ type: "applied", worker, version: message.version });
   };
 
@@ -173,39 +186,64 @@ export function runWorker<D>(scope: WorkerScope, options: WorkerRuntimeOptions<D
       firstBytesTimeoutMs: config.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
       idleTimeoutMs: config.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
     };
-    let httpPort: number | null = null;
-    let httpsPort: number | null = null;
-    if (config.httpPort !== null) {
-      const port = config.httpPort;
-      const http = listening("HTTP", hostname, port, () =>
-        listenHttp(serve, {
-          hostname,
-          port,
-          reusePort: true,
-          ...(config.connectionActivity === undefined
-            ? {}
-            : { activity: new ConnectionActivity(config.connectionActivity) }),
-          ...counted("http"),
-        }));
+    // The main listeners, then the same ports on each Gateway address (`--gateway-addresses`),
+    // whose requests carry that address so that only its Gateway's routes answer them.
+    const openHttp = (address: string, port: number, gatewayAddress?: string) => {
+      const http = listening(
+        "HTTP",
+        address,
+        port,
+        () =>
+          listenHttp(
+            gatewayAddress === undefined ? serve : onGatewayAddress(serve, gatewayAddress),
+            {
+              hostname: address,
+              port,
+              reusePort: true,
+              ...(config.connectionActivity === undefined
+                ? {}
+                : { activity: new ConnectionActivity(config.connectionActivity) }),
+              ...counted("http"),
+            },
+          ),
+        gatewayAddress !== undefined,
+      );
       listeners.push({ name: "http", listener: http });
-      httpPort = http.addr.port;
-    }
-    if (config.httpsPort !== null) {
-      const port = config.httpsPort;
-      https = listening("HTTPS", hostname, port, () =>
-        listenHttps(serve, {
-          hostname,
-          port,
-          certificates: () => snapshot().certificates,
-          ...clientTimeouts,
-          ...(config.maxServerNames === undefined ? {} : { maxServerNames: config.maxServerNames }),
-          ...counted("https"),
-          onClientTimeout: (reason: ClientTimeout, count: number) =>
-            options.onClientTimeout?.("https", reason, count),
-          logger: logger(),
-        }));
+      return http.addr.port;
+    };
+    const openHttps = (address: string, port: number, gatewayAddress?: string) => {
+      const https = listening(
+        "HTTPS",
+        address,
+        port,
+        () =>
+          listenHttps(
+            gatewayAddress === undefined ? serve : onGatewayAddress(serve, gatewayAddress),
+            {
+              hostname: address,
+              port,
+              certificates: () => snapshot().certificates,
+              ...clientTimeouts,
+              ...(config.maxServerNames === undefined
+                ? {}
+                : { maxServerNames: config.maxServerNames }),
+              ...counted("https"),
+              onClientTimeout: (reason: ClientTimeout, count: number) =>
+                options.onClientTimeout?.("https", reason, count),
+              logger: logger(),
+            },
+          ),
+        gatewayAddress !== undefined,
+      );
       listeners.push({ name: "https", listener: https });
-      httpsPort = https.addr.port;
+      httpsListeners.push(https);
+      return https.addr.port;
+    };
+    const httpPort = config.httpPort === null ? null : openHttp(hostname, config.httpPort);
+    const httpsPort = config.httpsPort === null ? null : openHttps(hostname, config.httpsPort);
+    for (const address of config.gatewayAddresses ?? []) {
+      if (httpPort !== null) openHttp(address, httpPort, address);
+      if (httpsPort !== null) openHttps(address, httpsPort, address);
     }
     for (const { name, listener } of listeners) {
       void listener.closed.then(() => {

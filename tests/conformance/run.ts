@@ -10,9 +10,11 @@
  * 2. Applies the standard-channel CRDs of the module the Go test builds
  *    against (v1.6.3).
  * 3. Runs Sluice as a process, as the controller's ServiceAccount under the
- *    shipped RBAC, on ports 80 and 443 of `--address` (default 127.0.0.1),
- *    which it publishes in every Gateway's `status.addresses` (the suite sends
- *    its requests there), with a GatewayClass `sluice` of its controller name.
+ *    shipped RBAC, on ports 80 and 443 of `--address` (default 127.0.0.1)
+ *    and of 32 Gateway addresses (`--gateway-addresses`, 127.0.10.1 to
+ *    127.0.10.32: each Gateway gets one of its own, shown in its
+ *    `status.addresses`, where the suite sends its requests), with a
+ *    GatewayClass `sluice` of its controller name.
  * 4. Runs the suite (profile GATEWAY-HTTP, features inferred from the
  *    GatewayClass's `supportedFeatures`) and writes its report to
  *    `docs/conformance/report.yaml` (`--report`).
@@ -75,6 +77,12 @@ async function applyCrds(client: KubeClient): Promise<number> {
   return applied;
 }
 
+/**
+ * One address per Gateway: the suite's tests have up to 8 Gateways of their own besides its
+ * 4 base ones, and Gateways of earlier tests may still be going away.
+ */
+const GATEWAY_ADDRESSES = Array.from({ length: 32 }, (_, i) => `127.0.10.${i + 1}`);
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: Deno.args,
@@ -125,6 +133,7 @@ async function main(): Promise<number> {
       "--http-port=80",
       "--https-port=443",
       `--publish-status-address=${values.address}`,
+      `--gateway-addresses=${GATEWAY_ADDRESSES.join(",")}`,
       "--workers=1",
       "--shutdown-delay=0s",
       "--access-log=false",

@@ -393,8 +393,19 @@ export class HostClient {
   readonly #client = Deno.createHttpClient({ allowHost: true });
 
   /** `GET http://127.0.0.1:<port><path>` with `Host: host`, never following redirects. */
-  async get(port: number, host: string, path = "/", timeoutMs = 5_000): Promise<Answer> {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+  get(port: number, host: string, path = "/", timeoutMs = 5_000): Promise<Answer> {
+    return this.getOn("127.0.0.1", port, host, path, timeoutMs);
+  }
+
+  /** `GET http://<address>:<port><path>` with `Host: host`, never following redirects. */
+  async getOn(
+    address: string,
+    port: number,
+    host: string,
+    path = "/",
+    timeoutMs = 5_000,
+  ): Promise<Answer> {
+    const response = await fetch(`http://${address}:${port}${path}`, {
       headers: { host },
       client: this.#client,
       redirect: "manual",

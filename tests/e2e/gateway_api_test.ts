@@ -180,3 +180,118 @@ Deno.test("Gateway API: an HTTPRoute on a Gateway of Sluice's GatewayClass is se
     await world.close();
   }
 });
+
+Deno.test("Gateway API: with --gateway-addresses each Gateway is served on its own address, with its own routes only", async () => {
+  const world = await e2eWorld("e2e-gateway-addresses");
+  const { admin, ns, at, controllerName, credentials } = world;
+  await using host = await createTestHost({ name: "gw-addr-pod" });
+  const gateway = (name: string) => ({
+    apiVersion: API,
+    kind: "Gateway",
+    metadata: { name },
+    spec: { gatewayClassName: ns, listeners: [{ name: "http", port: 80, protocol: "HTTP" }] },
+  });
+  const route = (name: string, parents: string[], prefix: string) => ({
+    apiVersion: API,
+    kind: "HTTPRoute",
+    metadata: { name },
+    spec: { parentRefs: parents.map((p) => ({ name: p })), rules: routeRules(prefix) },
+  });
+  try {
+    await installGatewayApiCrds(admin.client);
+    await webBackend(admin.client, at, host);
+    await admin.client.create(GATEWAY_CLASSES, {}, {
+      apiVersion: API,
+      kind: "GatewayClass",
+      metadata: { name: ns },
+      spec: { controllerName },
+    });
+    await admin.client.create(GATEWAYS, at, gateway("first"));
+    await admin.client.create(HTTP_ROUTES, at, route("shared", ["first", "second"], "/shared"));
+    await admin.client.create(HTTP_ROUTES, at, route("first-only", ["first"], "/first"));
+    await admin.client.create(HTTP_ROUTES, at, route("second-only", ["second"], "/second"));
+
+    await withController({
+      credentials,
+      controllerName,
+      electionNamespace: ns,
+      extraArgs: ["--publish-status-address=192.0.2.7", "--gateway-addresses=127.0.1.1,127.0.1.2"],
+    }, async (sluice) => {
+      using http = new HostClient();
+      const port = sluice.httpPort;
+      const statusOf = async (name: string) =>
+        (await admin.client.get<WithStatus>(GATEWAYS, { ...at, name })).status ?? {};
+      const addressOf = async (name: string) =>
+        ((await statusOf(name)).addresses as { value: string }[] | undefined)?.[0]?.value;
+      // Created one after the other, so that "first" is the older of the two.
+      await waitFor(
+        "Gateway first to show its address",
+        async () => await addressOf("first") === "127.0.1.1",
+      );
+      await admin.client.create(GATEWAYS, at, gateway("second"));
+      await waitFor(
+        "Gateway second to show its address",
+        async () => await addressOf("second") === "127.0.1.2",
+      );
+      assertEquals((await statusOf("first")).addresses, [{
+        type: "IPAddress",
+        value: "127.0.1.1",
+      }]);
+
+      const status = (address: string, path: string) =>
+        http.getOn(address, port, "any.e2e.test", path).then((a) => a.status);
+      await waitFor(
+        "the dedicated route of Gateway second",
+        async () => await status("127.0.1.2", "/second") === 200,
+      );
+      const cases: [string, string, number][] = [
+        ["127.0.1.1", "/shared", 200],
+        ["127.0.1.1", "/first", 200],
+        ["127.0.1.1", "/second", 404],
+        ["127.0.1.2", "/shared", 200],
+        ["127.0.1.2", "/second", 200],
+        ["127.0.1.2", "/first", 404],
+        // The main listener serves no Gateway that has an address of its own.
+        ["127.0.0.1", "/shared", 404],
+        ["127.0.0.1", "/first", 404],
+      ];
+      for (const [address, path, expected] of cases) {
+        assertEquals(await status(address, path), expected, `${address}${path}`);
+      }
+
+      // A third Gateway finds no free address: not programmed, its route served nowhere.
+      await admin.client.create(GATEWAYS, at, gateway("third"));
+      await admin.client.create(HTTP_ROUTES, at, route("third-only", ["third"], "/third"));
+      await waitFor(
+        "Gateway third to be AddressNotAssigned",
+        async () =>
+          conditions((await statusOf("third")).conditions).Programmed ===
+            "False/AddressNotAssigned@1",
+      );
+      for (const address of ["127.0.0.1", "127.0.1.1", "127.0.1.2"]) {
+        assertEquals(await status(address, "/third"), 404, `${address}/third`);
+      }
+      assertEquals(await addressOf("first"), "127.0.1.1", "first keeps its address");
+
+      // Its address freed, Gateway second's goes to third.
+      await admin.client.delete(GATEWAYS, { ...at, name: "second" });
+      await waitFor(
+        "Gateway third to take the freed address",
+        async () => await addressOf("third") === "127.0.1.2",
+      );
+      await waitFor(
+        "the route of Gateway third on that address",
+        async () => await status("127.0.1.2", "/third") === 200,
+      );
+      assertEquals(await status("127.0.1.2", "/second"), 404);
+      assert(
+        sluice.records().every((r) => r.level !== "ERROR" && r.level !== "FATAL"),
+        "no errors logged",
+      );
+    });
+  } finally {
+    await admin.client.delete(GATEWAY_CLASSES, { name: ns }).catch(() => {});
+    await removeGatewayApiCrds(admin.client);
+    await world.close();
+  }
+});

@@ -17,11 +17,14 @@ import { objectKey } from "../cluster_index.ts";
 import { type Issue, sortIssues } from "../issues.ts";
 import { DEFAULT_NOW } from "./_conditions.ts";
 import { processGatewayClasses } from "./gateway_classes.ts";
-import { processGateways } from "./gateways.ts";
+import { assignGatewayAddresses, heldAddresses } from "./gateway_addresses.ts";
+import { type GatewayState, processGateways } from "./gateways.ts";
 import { hostnameCovers } from "./hostnames.ts";
 import { type PlacedEntry, processHttpRoutes } from "./http_routes.ts";
 import { comparePrecedence } from "./precedence.ts";
 import type {
+  Condition,
+  Gateway,
   GatewayObjects,
   GatewayTranslateOptions,
   GatewayTranslation,
@@ -63,6 +66,14 @@ export function translateGateway(
     servedPorts: options.servedPorts === undefined ? undefined : new Set(options.servedPorts),
     certificateProblem: options.certificateProblem,
   });
+  const addresses = gatewayAddresses(objects.gateways, gateways, options.gatewayAddresses);
+  for (const g of gateways) {
+    if (addresses === undefined || addresses.has(g.key)) continue;
+    const message = `Cannot serve the Gateway's routes: each of the ${
+      options.gatewayAddresses!.length
+    } addresses of --gateway-addresses serves another Gateway`;
+    issues.push({ kind: "Gateway", namespace: g.namespace, name: g.name, field: "", message });
+  }
   const routes = processHttpRoutes(objects.httpRoutes ?? [], {
     controllerName,
     gateways: new Map(gateways.map((g) => [g.key, g])),
@@ -78,15 +89,19 @@ export function translateGateway(
     gateways: gateways.map((g) => ({
       gateway: g.key,
       className: g.className,
+      ...addressOf(addresses, g.key),
       listeners: g.listeners.map((l) => l.model),
     })),
-    routes: groupRoutes(routes.placed),
+    routes: groupRoutes(routes.placed, addresses),
     issues: sortIssues(issues),
     statuses: {
       gatewayClasses: classes.statuses,
       gateways: gateways.map((g) => ({
         gateway: g.key,
-        conditions: g.conditions,
+        ...addressOf(addresses, g.key),
+        conditions: addresses === undefined || addresses.has(g.key)
+          ? g.conditions
+          : withoutAddress(g.conditions, options.gatewayAddresses!.length),
         listeners: g.listeners.map((l) => ({
           name: l.model.name,
           supportedKinds: l.kinds,
@@ -100,27 +115,96 @@ export function translateGateway(
 }
 
 /**
+ * Each Gateway's own address when `pool` is not empty (see
+ * `gateway_addresses.ts`); undefined without a pool: all share the main
+ * listeners.
+ */
+function gatewayAddresses(
+  objects: Iterable<Gateway> | undefined,
+  gateways: readonly GatewayState[],
+  pool: readonly string[] | undefined,
+): ReadonlyMap<string, string> | undefined {
+  if (pool === undefined || pool.length === 0) return undefined;
+  const raw = byKey<Gateway>(objects);
+  return assignGatewayAddresses(
+    gateways.map((g) => {
+      const object = raw.get(g.key);
+      return {
+        key: g.key,
+        created: object?.metadata?.creationTimestamp ?? "",
+        held: heldAddresses(object?.status),
+      };
+    }),
+    pool,
+  );
+}
+
+function addressOf(
+  addresses: ReadonlyMap<string, string> | undefined,
+  gateway: string,
+): { address?: string } {
+  const address = addresses?.get(gateway);
+  return address === undefined ? {} : { address };
+}
+
+function noAddress(poolSize: number): string {
+  return `No address is free: each of the ${poolSize} of --gateway-addresses serves another Gateway`;
+}
+
+/**
+ * Gateway API (GatewayConditionProgrammed, reason AddressNotAssigned): a
+ * Gateway left without an address of the pool is not programmed.
+ */
+function withoutAddress(conditions: readonly Condition[], poolSize: number): Condition[] {
+  return conditions.map((c) =>
+    c.type !== "Programmed" ? c : {
+      ...c,
+      status: "False",
+      reason: "AddressNotAssigned",
+      message: noAddress(poolSize),
+    }
+  );
+}
+
+/**
  * Groups placed entries per (port, hostname), folding into each group the
  * entries of less specific hostnames on the same port that also cover it, and
  * orders each group by precedence (hostname specificity first, see
  * `precedence.ts`), so one group alone answers every request for its host.
  */
-function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
-  const groups = new Map<string, { port: number; hostname: string; placed: PlacedEntry[] }>();
+function groupRoutes(
+  all: readonly PlacedEntry[],
+  addresses: ReadonlyMap<string, string> | undefined,
+): HostRoutes[] {
+  // With a pool, a Gateway left without an address serves nothing.
+  const placed = addresses === undefined
+    ? all
+    : all.filter((p) => addresses.has(p.listener.gateway));
+  const where = (p: PlacedEntry) =>
+    `${addresses?.get(p.listener.gateway) ?? ""} ${p.listener.model.port}`;
+  const groups = new Map<
+    string,
+    { where: string; port: number; hostname: string; placed: PlacedEntry[] }
+  >();
   for (const p of placed) {
-    const id = `${p.listener.model.port} ${p.entry.hostname}`;
+    const id = `${where(p)} ${p.entry.hostname}`;
     let group = groups.get(id);
     if (group === undefined) {
-      group = { port: p.listener.model.port, hostname: p.entry.hostname, placed: [] };
+      group = {
+        where: where(p),
+        port: p.listener.model.port,
+        hostname: p.entry.hostname,
+        placed: [],
+      };
       groups.set(id, group);
     }
     group.placed.push(p);
   }
-  // Per port and hostname, the entries placed under it: a group's members are
-  // found by the few hostnames that can cover it, not by a scan of all.
+  // Per address, port and hostname, the entries placed under it: a group's
+  // members are found by the few hostnames that can cover it, not by a scan of all.
   const byHostname = new Map<string, PlacedEntry[]>();
   for (const p of placed) {
-    const id = `${p.listener.model.port} ${p.entry.hostname}`;
+    const id = `${where(p)} ${p.entry.hostname}`;
     let list = byHostname.get(id);
     if (list === undefined) byHostname.set(id, list = []);
     list.push(p);
@@ -129,7 +213,7 @@ function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
   for (const group of groups.values()) {
     const members: PlacedEntry[] = [];
     for (const hostname of coveringHostnames(group.hostname)) {
-      for (const p of byHostname.get(`${group.port} ${hostname}`) ?? []) {
+      for (const p of byHostname.get(`${group.where} ${hostname}`) ?? []) {
         if (hostnameCovers(p.entry.hostname, group.hostname)) members.push(p);
       }
     }
@@ -143,7 +227,9 @@ function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
       return true;
     }).map((p) => p.entry);
     const own = group.placed.map((p) => p.listener.model);
+    const address = addresses?.get(group.placed[0]!.listener.gateway);
     out.push({
+      ...(address === undefined ? {} : { address }),
       port: group.port,
       protocol: own.some((l) => l.protocol === "HTTPS") ? "HTTPS" : "HTTP",
       hostname: group.hostname,
@@ -151,7 +237,10 @@ function groupRoutes(placed: readonly PlacedEntry[]): HostRoutes[] {
       entries,
     });
   }
-  return out.sort((a, b) => a.port - b.port || compareStrings(a.hostname, b.hostname));
+  return out.sort((a, b) =>
+    compareStrings(a.address ?? "", b.address ?? "") || a.port - b.port ||
+    compareStrings(a.hostname, b.hostname)
+  );
 }
 
 /**

@@ -62,6 +62,8 @@ export interface Listener {
 /** gateway.networking.k8s.io/v1 Gateway. */
 export interface Gateway extends KubeObject {
   spec?: { gatewayClassName?: string; listeners?: Listener[] };
+  /** Read for the addresses it shows (see `gateway_addresses.ts`). */
+  status?: { addresses?: { type?: string; value?: string }[] };
 }
 
 /** `spec.parentRefs[]` of a route. */
@@ -178,6 +180,13 @@ export interface GatewayTranslateOptions {
    * Absent: every such Secret is usable.
    */
   readonly certificateProblem?: (secretKey: string) => string | undefined;
+  /**
+   * `--gateway-addresses`: local addresses Sluice also listens on, one given
+   * to each Gateway (see `gateway_addresses.ts`); a Gateway then serves its
+   * routes on its own address only, and one left without is not programmed.
+   * Absent or empty: every Gateway is served on the main listeners.
+   */
+  readonly gatewayAddresses?: readonly string[];
 }
 
 // ---------------------------------------------------------------------------
@@ -219,6 +228,8 @@ export interface GatewayModel {
   /** `namespace/name`. */
   readonly gateway: string;
   readonly className: string;
+  /** Its own address from `gatewayAddresses`; absent: the main listeners. */
+  readonly address?: string;
   readonly listeners: readonly ListenerModel[];
 }
 
@@ -312,6 +323,8 @@ export interface RouteEntry {
  * entries of less specific hostnames are already folded in, after its own.
  */
 export interface HostRoutes {
+  /** The Gateway address these routes are served on; absent: the main listeners. */
+  readonly address?: string;
   readonly port: number;
   readonly protocol: "HTTP" | "HTTPS";
   readonly hostname: string;
@@ -338,6 +351,8 @@ export interface GatewayStatuses {
   readonly gateways: readonly {
     /** `namespace/name`. */
     readonly gateway: string;
+    /** Its own address (`gatewayAddresses`); absent: the published addresses are written. */
+    readonly address?: string;
     readonly conditions: readonly Condition[];
     readonly listeners: readonly ListenerStatus[];
   }[];
