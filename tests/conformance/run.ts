@@ -26,7 +26,7 @@
  * failed on. Without `--check` the suite's own exit status is returned.
  *
  *   deno task conformance [--check] [--address 127.0.0.1] [--report docs/conformance/report.yaml]
- *                         [--run TestName] [--timeout 80m]
+ *                         [--run TestGatewayAPIConformance/HTTPRouteMultipleGateways] [--timeout 80m]
  *
  * Needs root (ports 80 and 443, network namespaces) and Go.
  *
