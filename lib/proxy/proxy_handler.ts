@@ -33,6 +33,7 @@
 import type { Endpoint, Match, Snapshot } from "../routing/snapshot.ts";
 import { type GatewayMatch, pickGatewayBackend } from "../routing/gateway_table.ts";
 import { modifyHeaders, modifyPath, redirectLocation } from "./gateway_filters.ts";
+import { corsHeaders, ingressAccess, ingressAnswer, type IngressRequest } from "./ingress_steps.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
 import { requestHeaderList } from "../upstream/deno_internal.ts";
 import { parseContentLength } from "../upstream/http1.ts";
@@ -132,7 +133,8 @@ export interface AccessLogEntry {
     | "no-route"
     | "no-endpoints"
     | "invalid-backend"
-    | "bad-request";
+    | "bad-request"
+    | "forbidden";
 }
 
 /** Strict-Transport-Security settings (ingress-nginx defaults). */
@@ -253,6 +255,7 @@ const STATUS_FOR: Record<UpstreamErrorKind, number> = {
 
 const REASON: Record<number, string> = {
   400: "Bad Request",
+  403: "Forbidden",
   404: "Not Found",
   413: "Content Too Large",
   414: "URI Too Long",
@@ -289,6 +292,11 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     // Build the upstream request: its head, then its body (awaited only when there is one).
     let head = forwardHead(ctx, x, clientHeaders, info);
     if (head instanceof Response) return head;
+    if (routed.behaviour !== undefined) {
+      // The access phase of an Ingress's annotations, on the client address forwardHead found.
+      const denied = ingressAccess(routed.behaviour, x.clientIp ?? x.peer);
+      if (denied !== undefined) return refuse(ctx, x, denied, "forbidden");
+    }
     if (x.gateway !== undefined) head = gatewayRequestFilters(x, x.gateway, head);
     let body = requestBody(x, req);
     if (body instanceof Promise) {
@@ -421,6 +429,8 @@ interface ProxiedRequest {
   readonly secure: boolean;
   /** Set on a Gateway's own address (`--gateway-addresses`). */
   readonly gatewayAddress: string | undefined;
+  /** The `Origin` field, read when the route has CORS (ingress-nginx `enable-cors`). */
+  origin: string | undefined;
   /** The first Host field's value (HTTP/2 requests carry none). */
   readonly hostHeader: string | undefined;
   /** The first Host field's name as sent (lowercase: likely HTTP/2). */
@@ -485,6 +495,7 @@ function readRequest(
     peer: normalizeIp(info.remoteAddr.hostname),
     secure: info.secure,
     gatewayAddress: info.gatewayAddress,
+    origin: undefined,
     hostHeader,
     hostName,
     contentLengthText,
@@ -553,9 +564,6 @@ function validate(
   if (contentLengthText !== undefined) {
     const declaredLength = parseContentLength(contentLengthText);
     if (declaredLength === undefined) return refuse(ctx, x, 400, "bad-request");
-    if (ctx.maxBodyBytes !== undefined && declaredLength > ctx.maxBodyBytes) {
-      return refuse(ctx, x, 413, "body-too-large", CLOSE);
-    }
     x.declaredLength = declaredLength;
   }
   return undefined;
@@ -583,12 +591,17 @@ function route(
       header: (name) => headerValues(clientHeaders, name),
       query: queryOf(where.forward).slice(1),
     });
-    if (found !== undefined) return routeGateway(ctx, x, found, where);
+    if (found !== undefined) {
+      if (tooLarge(x, ctx.maxBodyBytes)) return refuse(ctx, x, 413, "body-too-large", CLOSE);
+      return routeGateway(ctx, x, found, where);
+    }
   }
   const match = snapshot.routes.lookup(where.authority, where.routePath);
   if (match === undefined) return refuse(ctx, x, 404, "no-route");
   x.match = match;
-  const answer = routeAnswer(ctx, x, match, where);
+  // ingress-nginx: `proxy-body-size` (client_max_body_size per location) overrides the global.
+  if (tooLarge(x, bodyLimit(ctx, match))) return refuse(ctx, x, 413, "body-too-large", CLOSE);
+  const answer = routeAnswer(ctx, x, match, where, clientHeaders);
   if (answer !== undefined) return answer;
   if (match.backend.endpoints.length === 0) return refuse(ctx, x, 503, "no-endpoints");
   return match;
@@ -606,9 +619,64 @@ function routeAnswer(
   x: ProxiedRequest,
   match: Match,
   where: RequestTarget,
+  clientHeaders: readonly [string, string][],
 ): Response | undefined {
-  if (match.tls && !x.secure && ctx.sslRedirect) return httpsRedirect(ctx, x, where);
-  return undefined;
+  const behaviour = match.behaviour;
+  if (behaviour === undefined) {
+    if (match.tls && !x.secure && ctx.sslRedirect) return httpsRedirect(ctx, x, where);
+    return undefined;
+  }
+  const request = ingressRequest(x, where, clientHeaders);
+  x.origin = request.origin;
+  const answer = ingressAnswer(behaviour, request, {
+    sslRedirect: ctx.sslRedirect,
+    redirectPort: ctx.redirectPort,
+    tls: match.tls,
+  });
+  if (answer === undefined) return undefined;
+  logAccess(ctx, x, answer.status);
+  return new Response(null, { status: answer.status, headers: answer.headers });
+}
+
+/** What the ingress-nginx annotation steps read of a request. */
+function ingressRequest(
+  x: ProxiedRequest,
+  where: RequestTarget,
+  clientHeaders: readonly [string, string][],
+): IngressRequest {
+  const query = queryOf(where.forward);
+  return {
+    method: x.method,
+    secure: x.secure,
+    hostname: where.hostname,
+    authority: where.authority,
+    path: where.routePath,
+    requestUri: locationPath(where.forward),
+    query: query.slice(1),
+    origin: headerValues(clientHeaders, "origin")[0],
+  };
+}
+
+/** The body limit of a route: its Ingress's `proxy-body-size` (0: none), else `--max-body-size`. */
+function bodyLimit(ctx: HandlerContext, match: Match): number | undefined {
+  const own = match.behaviour?.source.maxBodyBytes;
+  if (own === undefined) return ctx.maxBodyBytes;
+  return own === 0 ? undefined : own;
+}
+
+/** `fields` with the CORS fields replacing the backend's own (ingress-nginx `more_set_headers`). */
+function withCors(
+  fields: [string, string][],
+  cors: [string, string][] | undefined,
+): [string, string][] {
+  if (cors === undefined) return fields;
+  const names = new Set(cors.map(([name]) => name.toLowerCase()));
+  return [...fields.filter(([name]) => !names.has(name.toLowerCase())), ...cors];
+}
+
+/** The declared body is over `limit`. */
+function tooLarge(x: ProxiedRequest, limit: number | undefined): boolean {
+  return limit !== undefined && x.declaredLength !== undefined && x.declaredLength > limit;
 }
 
 /**
@@ -841,7 +909,7 @@ function upstreamRequest(
     headers: head.headers,
     body,
     contentLength: stream ? x.declaredLength : undefined,
-    maxBodyBytes: ctx.maxBodyBytes,
+    maxBodyBytes: x.gateway === undefined ? bodyLimit(ctx, x.match!) : ctx.maxBodyBytes,
     signal: lazySignal
       ? undefined
       : x.deadline === undefined
@@ -975,6 +1043,8 @@ function respond(ctx: HandlerContext, x: ProxiedRequest, upstream: UpstreamRespo
         headers = modifyHeaders(headers, filter.modifier);
       }
     }
+  } else if (x.match!.behaviour?.cors !== undefined) {
+    headers = withCors(headers, corsHeaders(x.match!.behaviour, x.origin));
   }
   let response: Response;
   try {

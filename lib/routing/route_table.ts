@@ -20,12 +20,13 @@
 import type { Translation } from "../translate/translation.ts";
 import { canonicalPrefix, normalRulePath } from "../translate/paths.ts";
 import { normaliseRequestHost, wildcardSuffix } from "./host.ts";
+import { compileRouteBehaviour, type RouteBehaviour } from "./route_behaviour.ts";
 import type { Backend, Match, RouteTable } from "./snapshot.ts";
 
 /** What {@linkcode compileRouteTable} reads from a translation. */
 export type RouteTableInput = Pick<
   Translation,
-  "routes" | "backends" | "tlsHosts" | "defaultBackend"
+  "routes" | "backends" | "tlsHosts" | "defaultBackend" | "behaviours"
 >;
 
 /** A precomputed answer: the match without and with `tls`. */
@@ -142,10 +143,23 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
     return tier;
   };
 
+  // Compiled once per Ingress, shared by its routes.
+  const behaviours = new Map<string, RouteBehaviour>();
+  for (const [ingress, behaviour] of Object.entries(translation.behaviours ?? {})) {
+    behaviours.set(ingress, compileRouteBehaviour(behaviour));
+  }
+
   for (const route of translation.routes) {
     const tier = tierOf(route.host);
+    const behaviour = behaviours.get(route.ingress);
+    const base = {
+      ingress: route.ingress,
+      host: route.host,
+      path: route.path,
+      pathType: route.pathType,
+    };
     const built = answer(
-      { ingress: route.ingress, host: route.host, path: route.path, pathType: route.pathType },
+      behaviour === undefined ? base : { ...base, behaviour },
       backendOf(route.backend),
     );
     // The translation resolved conflicts; should two routes still collide, the first stays.

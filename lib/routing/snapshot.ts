@@ -10,6 +10,7 @@
  */
 
 export type { Backend, Endpoint } from "../translate/backend.ts";
+import type { RouteBehaviour } from "./route_behaviour.ts";
 import type { Backend } from "../translate/backend.ts";
 import type { GatewayTable } from "./gateway_table.ts";
 
@@ -26,6 +27,8 @@ export interface Match {
   readonly backend: Backend;
   /** The request's host is listed in a `spec.tls[].hosts` of an Ingress of ours: HTTP is redirected to HTTPS and HSTS is sent. */
   readonly tls: boolean;
+  /** What the Ingress's ingress-nginx annotations ask for (`route_behaviour.ts`); undefined: nothing. */
+  readonly behaviour?: RouteBehaviour | undefined;
 }
 
 /** A compiled, immutable routing table. */

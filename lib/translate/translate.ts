@@ -12,7 +12,8 @@
  */
 
 import type { Backend } from "./backend.ts";
-import { judgeAnnotations } from "./annotations.ts";
+import { judgeAnnotations } from "./nginx/ingress_annotations.ts";
+import type { IngressBehaviour } from "./nginx/ingress_behaviour.ts";
 import { createBackendResolver, type ResolvedBackend } from "./backends.ts";
 import { createClassSelector } from "./class_selection.ts";
 import { indexCluster } from "./cluster_index.ts";
@@ -94,6 +95,7 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
   // a protected `/admin` would fall through to another Ingress's `/` on the same host, often
   // the same Service (annotations are per Ingress, so ingress-nginx users split them so).
   const refused = new Set<string>();
+  const behaviours = new Map<string, IngressBehaviour>();
   for (const ingress of owned) {
     try {
       const verdict = judgeAnnotations({
@@ -103,6 +105,7 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
       }, { ignoreAccessAnnotations: options.ignoreAccessAnnotations });
       appendAll(issues, verdict.issues);
       if (verdict.refused) refused.add(ingress.key);
+      else if (verdict.behaviour !== undefined) behaviours.set(ingress.key, verdict.behaviour);
     } catch (error) {
       // Annotations that cannot be read might ask for access control: fail closed.
       const detail = error instanceof Error ? error.message : String(error);
@@ -284,6 +287,13 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
     issues: sortIssues(issues),
   };
   if (defaultBackend !== undefined) translation.defaultBackend = defaultBackend.backend.key;
+  // Only the Ingresses some route still comes from.
+  const served = [...new Set(routes.map((r) => r.ingress))].filter((key) => behaviours.has(key));
+  if (served.length > 0) {
+    translation.behaviours = Object.fromEntries(
+      served.sort(compareStrings).map((key) => [key, behaviours.get(key)!]),
+    );
+  }
   if (defaultCertificate !== undefined) translation.defaultCertificate = defaultCertificate;
   // Its problems are in `issues` with everyone else's.
   if (gateway !== undefined) translation.gateway = { ...gateway, issues: [] };

@@ -130,11 +130,15 @@ function golden(translation: Translation, header: FixtureHeader) {
     out.defaultCertificate = withoutPems(translation.defaultCertificate);
   }
   out.issues = translation.issues;
+  if (translation.behaviours !== undefined) out.behaviours = translation.behaviours;
   if (header.requests !== undefined) {
     out.lookups = header.requests.map(([host, path]) => {
       const match = table.lookup(host, path);
+      // The reference matcher knows routes, not annotations: the behaviour is the Ingress's own.
+      const { behaviour, ...routed } = match ?? {};
+      assertEquals(behaviour?.source, translation.behaviours?.[match?.ingress ?? ""]);
       assertEquals(
-        match,
+        match === undefined ? undefined : routed,
         createReferenceMatcher(translation).lookup(host, path),
         `reference for ${host} ${path}`,
       );

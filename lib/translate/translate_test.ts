@@ -242,7 +242,7 @@ Deno.test("translate() keeps a refused Ingress's precedence, so a newer copy of 
     host: "good.test",
     path: "/",
     created: "2020-01-01T00:00:00Z",
-    annotations: { "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8" },
+    annotations: { "nginx.ingress.kubernetes.io/auth-url": "https://auth.test/check" },
   });
   const translation = translate({ ...GOOD, ingresses: [GOOD_INGRESS, refused] }, OPTIONS);
   const match = compileRouteTable(translation).lookup("good.test", "/x");

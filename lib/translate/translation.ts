@@ -14,6 +14,7 @@ import type { EndpointSlice, Ingress, IngressClass, Secret, Service } from "../k
 import type { Backend } from "./backend.ts";
 import type { Issue } from "./issues.ts";
 import type { TranslationMemo } from "./translation_memo.ts";
+import type { IngressBehaviour } from "./nginx/ingress_behaviour.ts";
 import type {
   Gateway,
   GatewayClass,
@@ -95,7 +96,7 @@ export interface TranslateOptions {
   /**
    * Serve Ingresses whose ingress-nginx annotations ask for access control
    * Sluice does not enforce (`--ignore-access-annotations`); by default their
-   * routes answer 503 (see `annotations.ts`).
+   * routes answer 503 (see `nginx/ingress_annotations.ts`).
    */
   readonly ignoreAccessAnnotations?: boolean;
   /**
@@ -165,6 +166,11 @@ export interface Translation {
   readonly defaultCertificate?: CertificateBinding;
   /** Problems found, sorted. */
   readonly issues: readonly Issue[];
+  /**
+   * What the served ingress-nginx annotations of Ingresses ask for, by Ingress
+   * `namespace/name` (sorted; only Ingresses that carry some and contribute a route).
+   */
+  readonly behaviours?: Readonly<Record<string, IngressBehaviour>>;
   /**
    * The Gateway API translation (with `gatewayApi`): routes per listener port
    * and hostname, and the statuses the leader writes. Its backends are in

@@ -1,0 +1,77 @@
+/**
+ * An Ingress's annotation behaviour (`IngressBehaviour`, plain data from the
+ * translation) compiled once per snapshot for the data plane: CIDR lists
+ * into matchers, CORS origins into a matcher. Frozen; shared by every route
+ * of the Ingress.
+ *
+ * Pure: no I/O.
+ *
+ * @module
+ */
+
+import { type CidrMatcher, createCidrMatcher, normalizeIp } from "../net/cidr.ts";
+import type { CorsPolicy, IngressBehaviour } from "../translate/nginx/ingress_behaviour.ts";
+
+/** What the data plane applies for one Ingress. */
+export interface RouteBehaviour {
+  readonly source: IngressBehaviour;
+  /** Clients allowed (others get 403); absent: everyone. */
+  readonly allow?: AddressRule;
+  /** Clients refused with 403, checked first. */
+  readonly deny?: AddressRule;
+  readonly cors?: CompiledCors;
+}
+
+/** A compiled source-address list. */
+export interface AddressRule {
+  /** True when `address` (a client IP, IPv4-mapped or not) is in the list. */
+  contains(address: string): boolean;
+}
+
+/** CORS with its origin matcher. */
+export interface CompiledCors {
+  readonly policy: CorsPolicy;
+  /** The `Access-Control-Allow-Origin` value for a request's `Origin`; undefined: no CORS answer. */
+  allowOrigin(origin: string | undefined): string | undefined;
+}
+
+/** Compiles one Ingress's behaviour. */
+export function compileRouteBehaviour(source: IngressBehaviour): RouteBehaviour {
+  const out: { -readonly [K in keyof RouteBehaviour]: RouteBehaviour[K] } = { source };
+  if (source.allow !== undefined) out.allow = addressRule(createCidrMatcher(source.allow));
+  if (source.deny !== undefined) out.deny = addressRule(createCidrMatcher(source.deny));
+  if (source.cors !== undefined) out.cors = compileCors(source.cors);
+  return Object.freeze(out);
+}
+
+function addressRule(matcher: CidrMatcher): AddressRule {
+  return { contains: (address) => matcher.contains(normalizeIp(address)) };
+}
+
+/**
+ * ingress-nginx (`buildCorsOriginRegex`): `*` answers every request with `*`;
+ * a list answers only a request whose `Origin` matches an entry, compared
+ * without case, a `*.` standing for exactly one label, and echoes it.
+ */
+function compileCors(policy: CorsPolicy): CompiledCors {
+  if (policy.origins === "*") return { policy, allowOrigin: () => "*" };
+  const exact = new Set<string>();
+  const wildcards: { prefix: string; suffix: string }[] = [];
+  for (const origin of policy.origins) {
+    const star = origin.indexOf("://*.");
+    if (star < 0) exact.add(origin);
+    else wildcards.push({ prefix: origin.slice(0, star + 3), suffix: origin.slice(star + 4) });
+  }
+  const allowOrigin = (origin: string | undefined): string | undefined => {
+    if (origin === undefined) return undefined;
+    const lower = origin.toLowerCase();
+    if (exact.has(lower)) return origin;
+    for (const { prefix, suffix } of wildcards) {
+      if (!lower.startsWith(prefix) || !lower.endsWith(suffix)) continue;
+      const label = lower.slice(prefix.length, lower.length - suffix.length);
+      if (/^[a-z0-9-]+$/.test(label)) return origin;
+    }
+    return undefined;
+  };
+  return { policy, allowOrigin };
+}

@@ -1,0 +1,238 @@
+/**
+ * The behaviour an Ingress's served ingress-nginx annotations ask for, as
+ * typed plain data (`IngressBehaviour`), read with the strict grammars of
+ * `annotation_values.ts`. An annotation whose value does not parse is a
+ * problem: the caller makes the Ingress's routes answer 503, as
+ * ingress-nginx did for an Ingress whose annotations it could not use.
+ *
+ * Pure. Knows nothing of how the data plane applies the behaviour
+ * (`lib/proxy/ingress_steps.ts`).
+ *
+ * @module
+ */
+
+import {
+  parseBool,
+  parseCidrList,
+  type Parsed,
+  parseInteger,
+  parsePath,
+  parseSize,
+  parseStatusCode,
+} from "./annotation_values.ts";
+
+/** A piece of a redirect `Location`: text as written, or an nginx variable read from the request. */
+export type LocationPart = string | { readonly variable: RedirectVariable };
+
+/** The nginx variables a redirect URL may use (anything else is refused). */
+export type RedirectVariable = "request_uri" | "uri" | "args" | "is_args" | "host" | "scheme";
+
+const REDIRECT_VARIABLES: readonly RedirectVariable[] = [
+  "request_uri",
+  "uri",
+  "args",
+  "is_args",
+  "host",
+  "scheme",
+];
+
+/** CORS as ingress-nginx's `enable-cors` family sets it. */
+export interface CorsPolicy {
+  /** `"*"`, or origins (`https://a.example`, `https://*.example.com`, with a port or not), lowercase. */
+  readonly origins: "*" | readonly string[];
+  readonly methods: string;
+  readonly headers: string;
+  readonly credentials: boolean;
+  /** Empty: no `Access-Control-Expose-Headers`. */
+  readonly exposeHeaders: string;
+  readonly maxAgeSeconds: number;
+}
+
+/** What one Ingress's served annotations ask for. Absent fields: Sluice's defaults. */
+export interface IngressBehaviour {
+  /** `ssl-redirect`: false stops the HTTP→HTTPS redirect of TLS hosts. */
+  readonly sslRedirect?: boolean;
+  /** `force-ssl-redirect`: redirect to HTTPS even without a TLS section. */
+  readonly forceSslRedirect?: boolean;
+  /** `app-root`: where `/` is redirected (302). */
+  readonly appRoot?: string;
+  /** `permanent-redirect` / `temporal-redirect`: every request answered with this redirect. */
+  readonly redirect?: { readonly location: readonly LocationPart[]; readonly status: number };
+  /** `allowlist-source-range` (or `whitelist-`): only these clients; others get 403. */
+  readonly allow?: readonly string[];
+  /** `denylist-source-range`: these clients get 403. */
+  readonly deny?: readonly string[];
+  /** `proxy-body-size` in bytes; 0: no limit. */
+  readonly maxBodyBytes?: number;
+  readonly cors?: CorsPolicy;
+}
+
+/** A served annotation whose value cannot be used. */
+export interface AnnotationProblem {
+  /** The annotation's name without the prefix. */
+  readonly annotation: string;
+  readonly problem: string;
+}
+
+/** Reads the value of a served annotation (name without prefix); undefined when not set. */
+export type AnnotationReader = (name: string) => string | undefined;
+
+/** ingress-nginx's redirect codes (`permanent-redirect-code`, `temporal-redirect-code`). */
+const REDIRECT_CODES = [300, 301, 302, 303, 304, 307, 308];
+
+/** ingress-nginx's CORS defaults. */
+export const CORS_DEFAULTS: CorsPolicy = Object.freeze({
+  origins: "*",
+  methods: "GET, PUT, POST, DELETE, PATCH, OPTIONS",
+  headers:
+    "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
+  credentials: true,
+  exposeHeaders: "",
+  maxAgeSeconds: 1_728_000,
+});
+
+/**
+ * Reads the served annotations of one Ingress. Returns the behaviour (absent
+ * when no served annotation is set) and the problems, one per annotation that
+ * does not parse.
+ */
+export function readIngressBehaviour(
+  read: AnnotationReader,
+): { behaviour?: IngressBehaviour; problems: AnnotationProblem[] } {
+  const problems: AnnotationProblem[] = [];
+  const out: { -readonly [K in keyof IngressBehaviour]: IngressBehaviour[K] } = {};
+  const value = <T>(name: string, parse: (text: string) => Parsed<T>): T | undefined => {
+    const text = read(name);
+    if (text === undefined) return undefined;
+    const parsed = parse(text);
+    if (parsed.problem !== undefined) {
+      problems.push({ annotation: name, problem: parsed.problem });
+      return undefined;
+    }
+    return parsed.value;
+  };
+
+  const sslRedirect = value("ssl-redirect", parseBool);
+  if (sslRedirect !== undefined) out.sslRedirect = sslRedirect;
+  const force = value("force-ssl-redirect", parseBool);
+  if (force !== undefined) out.forceSslRedirect = force;
+  const appRoot = value("app-root", parsePath);
+  if (appRoot !== undefined) out.appRoot = appRoot;
+
+  // ingress-nginx (annotations/redirect): temporal-redirect is read first and wins.
+  const temporalCode = value(
+    "temporal-redirect-code",
+    (t) => parseStatusCode(t, REDIRECT_CODES),
+  ) ?? 302;
+  const permanentCode = value(
+    "permanent-redirect-code",
+    (t) => parseStatusCode(t, REDIRECT_CODES),
+  ) ?? 301;
+  const temporal = value("temporal-redirect", parseRedirectUrl);
+  const permanent = value("permanent-redirect", parseRedirectUrl);
+  if (temporal !== undefined) out.redirect = { location: temporal, status: temporalCode };
+  else if (permanent !== undefined) out.redirect = { location: permanent, status: permanentCode };
+
+  // ingress-nginx: allowlist-source-range wins over its older name.
+  const allow = value("allowlist-source-range", parseCidrList) ??
+    value("whitelist-source-range", parseCidrList);
+  if (allow !== undefined) out.allow = allow;
+  const deny = value("denylist-source-range", parseCidrList);
+  if (deny !== undefined) out.deny = deny;
+
+  const size = value("proxy-body-size", parseSize);
+  if (size !== undefined) out.maxBodyBytes = size;
+
+  const cors = value("enable-cors", parseBool);
+  if (cors === true) out.cors = readCors(value);
+
+  return Object.keys(out).length === 0 ? { problems } : { behaviour: out, problems };
+}
+
+function readCors(
+  value: <T>(name: string, parse: (text: string) => Parsed<T>) => T | undefined,
+): CorsPolicy {
+  const listed = (pattern: RegExp, what: string) => (text: string): Parsed<string> =>
+    pattern.test(text) ? { value: text } : { problem: `"${text}" is not a list of ${what}` };
+  return {
+    origins: value("cors-allow-origin", parseOrigins) ?? CORS_DEFAULTS.origins,
+    // ingress-nginx's grammars (annotations/cors).
+    methods: value("cors-allow-methods", listed(/^([A-Za-z]+,?\s?)+$/, "methods")) ??
+      CORS_DEFAULTS.methods,
+    headers: value("cors-allow-headers", listed(/^([A-Za-z0-9_-]+,?\s?)+$/, "header names")) ??
+      CORS_DEFAULTS.headers,
+    credentials: value("cors-allow-credentials", parseBool) ?? CORS_DEFAULTS.credentials,
+    exposeHeaders:
+      value("cors-expose-headers", listed(/^(([A-Za-z0-9_-]+|\*),?\s?)+$/, "header names")) ??
+        CORS_DEFAULTS.exposeHeaders,
+    maxAgeSeconds: value("cors-max-age", (t) => parseInteger(t, 0, 2_147_483_647)) ??
+      CORS_DEFAULTS.maxAgeSeconds,
+  };
+}
+
+/** ingress-nginx's origin grammar: `*`, or `http(s)://[*.]host[:port]`, comma-separated. */
+const ORIGIN = /^https?:\/\/(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?$/;
+
+function parseOrigins(text: string): Parsed<"*" | string[]> {
+  const items = text.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  if (items.length === 0) return { problem: "the list of origins is empty" };
+  if (items.includes("*")) {
+    return items.length === 1
+      ? { value: "*" }
+      : { problem: `"${text}" mixes "*" with other origins` };
+  }
+  for (const item of items) {
+    if (!ORIGIN.test(item)) return { problem: `"${item}" is not an origin (scheme://host[:port])` };
+  }
+  return { value: items.map((s) => s.toLowerCase()) };
+}
+
+/**
+ * A redirect target: an absolute http(s) URL whose `$name` / `${name}` parts
+ * are the nginx variables of {@linkcode RedirectVariable} (ingress-nginx
+ * writes the value into `return <code> <url>;`, where nginx expands them).
+ */
+export function parseRedirectUrl(text: string): Parsed<LocationPart[]> {
+  // deno-lint-ignore no-control-regex
+  if (/[\u0000-\u0020\u007f"'\\;{}]/.test(text.replace(/\$\{[a-z_]+\}/g, ""))) {
+    return {
+      problem: `"${text}" contains spaces, quotes or characters nginx would read as syntax`,
+    };
+  }
+  const parts: LocationPart[] = [];
+  let rest = text;
+  let literal = "";
+  while (rest.length > 0) {
+    const m = /^\$(?:\{([a-z_]+)\}|([a-z_]+))/.exec(rest);
+    if (m === null) {
+      literal += rest[0];
+      rest = rest.slice(1);
+      continue;
+    }
+    const name = (m[1] ?? m[2]) as RedirectVariable;
+    if (!REDIRECT_VARIABLES.includes(name)) {
+      return {
+        problem: `"${text}" uses the variable $${name}; only ${
+          REDIRECT_VARIABLES.map((v) => `$${v}`).join(", ")
+        } are supported`,
+      };
+    }
+    if (literal !== "") parts.push(literal);
+    literal = "";
+    parts.push({ variable: name });
+    rest = rest.slice(m[0].length);
+  }
+  if (literal !== "") parts.push(literal);
+  // The scheme and host must be written out: a variable there could send the client anywhere.
+  const head = typeof parts[0] === "string" ? parts[0] : "";
+  const m = /^(https?):\/\/([^/?#]+)/.exec(head);
+  if (m === null) {
+    return { problem: `"${text}" does not start with http:// or https:// and a host` };
+  }
+  try {
+    new URL(`${m[1]}://${m[2]}`);
+  } catch {
+    return { problem: `"${text}" does not name a valid host` };
+  }
+  return { value: parts };
+}
