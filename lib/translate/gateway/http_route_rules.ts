@@ -70,6 +70,12 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/;
 // Gateway API (Duration, GEP-2257): `^([0-9]{1,5}(h|m|s|ms)){1,4}$`.
 const DURATION = /^([0-9]{1,5}(h|m|s|ms)){1,4}$/;
 const REDIRECT_CODES = new Set([301, 302, 303, 307, 308]);
+/**
+ * The empty list every rule without filters, and every match without header or
+ * query parameter matches, shares: one object for the translation's structured
+ * clone to the workers to write (and read back) instead of thousands.
+ */
+const NONE: never[] = Object.freeze([]) as never[];
 
 class RuleError extends Error {
   constructor(readonly field: string, message: string) {
@@ -216,7 +222,9 @@ function compile(rule: Rule, index: number, ctx: RuleContext): CompiledRule {
     ) {
       throw new RuleError(`${field}.weight`, `Cannot weigh backend: ${JSON.stringify(weight)}`);
     }
-    const resolved = resolveBackend(ref, field, ctx);
+    // Without `reason` from the start: a `delete` would leave a slow (dictionary) object to
+    // every reader, the structured clone to the workers included.
+    const { reason, ...resolved } = resolveBackend(ref, field, ctx);
     let backend: WeightedBackend = { ...resolved, weight };
     const backendFilters = (ref as { filters?: unknown[] } | null)?.filters;
     if (
@@ -228,8 +236,7 @@ function compile(rule: Rule, index: number, ctx: RuleContext): CompiledRule {
         "Cannot apply backendRef filters: not supported (answers 500)",
       ]);
     }
-    if (resolved.invalid !== undefined) unresolve(field, resolved.reason!, resolved.invalid);
-    delete (backend as { reason?: string }).reason;
+    if (resolved.invalid !== undefined) unresolve(field, reason!, resolved.invalid);
     backends.push(backend);
   }
 
@@ -271,7 +278,7 @@ function compile(rule: Rule, index: number, ctx: RuleContext): CompiledRule {
   return {
     ok: true,
     matches,
-    filters,
+    filters: filters.length === 0 ? NONE : filters,
     backends,
     ...(timeouts === undefined ? {} : { timeouts }),
     ...(respond === undefined ? {} : { respond }),
@@ -326,7 +333,7 @@ function compileMatch(m: HTTPRouteMatchInput, field: string): RouteMatch {
  * equivalent name MUST be considered" (the same for query params).
  */
 function pairs(raw: unknown, field: string, lower: boolean): NameValue[] {
-  if (raw === undefined || raw === null) return [];
+  if (raw === undefined || raw === null) return NONE;
   if (!Array.isArray(raw)) throw new RuleError(field, "Cannot match: not a list");
   const out = new Map<string, string>();
   for (const [i, p] of raw.entries()) {
