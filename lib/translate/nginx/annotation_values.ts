@@ -88,7 +88,8 @@ export function parseCidrList(text: string): Parsed<string[]> {
     if (ip === undefined) return no(`"${item}" is not an IP address or a CIDR`);
     if (slash >= 0) {
       const bits = item.slice(slash + 1);
-      const max = ip.length * 8;
+      // An IPv4-mapped IPv6 address (::ffff:10.0.0.0/104) has IPv6's 128 bits, as in Go.
+      const max = address.includes(":") ? 128 : ip.length * 8;
       if (!/^[0-9]{1,3}$/.test(bits) || Number(bits) > max) {
         return no(`"${item}" has a prefix length outside 0 to ${max}`);
       }
@@ -125,6 +126,10 @@ export function parseHttpUrl(text: string): Parsed<string> {
   // deno-lint-ignore no-control-regex
   if (/[\u0000-\u0020\u007f]/.test(text)) {
     return no(`"${text}" contains spaces or control characters`);
+  }
+  // The host written out: the WHATWG parser would read `https:///x` as host "x".
+  if (!/^https?:\/\/[^/?#@\\]/i.test(text)) {
+    return no(`"${text}" does not start with http:// or https:// and a host`);
   }
   let url: URL;
   try {
