@@ -2,7 +2,8 @@
  * Sluice's entry point: parses the command line, configures logging, starts
  * Sluice, and shuts it down gracefully on SIGTERM or SIGINT; another one a
  * second later exits at once (see `lib/app/stop_signals.ts`). SIGHUP is
- * logged and ignored.
+ * logged and ignored. `sluice migrate-check …` runs that command instead
+ * (`lib/migrate/migrate_command.ts`) and exits with its status.
  * Wiring only.
  *
  * @module
@@ -15,7 +16,19 @@ import { componentLogger, configureLogging, flushLogging } from "./lib/log/loggi
 import { type Sluice, startSluice } from "./lib/app/sluice.ts";
 import { settlesWithin } from "./lib/timers/timers.ts";
 import { stopSignals } from "./lib/app/stop_signals.ts";
+import { runMigrateCheck } from "./lib/migrate/migrate_command.ts";
 import denoJson from "./deno.json" with { type: "json" };
+
+if (Deno.args[0] === "migrate-check") {
+  const encoder = new TextEncoder();
+  const write = (stream: { writeSync(p: Uint8Array): number }) => (text: string) => {
+    const bytes = encoder.encode(text);
+    for (let at = 0; at < bytes.length;) at += stream.writeSync(bytes.subarray(at));
+  };
+  Deno.exit(
+    await runMigrateCheck(Deno.args.slice(1), { out: write(Deno.stdout), err: write(Deno.stderr) }),
+  );
+}
 
 const parsed = parseConfig(Deno.args, {
   env: Deno.env.toObject(),
