@@ -20,7 +20,11 @@
 import type { Translation } from "../translate/translation.ts";
 import { canonicalPrefix, normalRulePath } from "../translate/paths.ts";
 import { normaliseRequestHost, wildcardSuffix } from "./host.ts";
-import { compileRouteBehaviour, type RouteBehaviour } from "./route_behaviour.ts";
+import {
+  compileRouteBehaviour,
+  type RouteBehaviour,
+} from "./route_behaviour.ts";
+import { compileCanary } from "./canary_choice.ts";
 import type { Backend, Match, RouteTable } from "./snapshot.ts";
 
 /** What {@linkcode compileRouteTable} reads from a translation. */
@@ -42,17 +46,29 @@ interface Tier {
 }
 
 function newTier(): Tier {
-  return { exact: new Map(), prefix: new Map(), maxPrefixLength: -1, fallback: undefined };
+  return {
+    exact: new Map(),
+    prefix: new Map(),
+    maxPrefixLength: -1,
+    fallback: undefined,
+  };
 }
 
 function freezeBackend(backend: Backend): Backend {
   const endpoints = Object.freeze(
-    backend.endpoints.map((e) => Object.freeze({ address: e.address, port: e.port })),
+    backend.endpoints.map((e) =>
+      Object.freeze({ address: e.address, port: e.port })
+    ),
   );
   return Object.freeze(
     backend.unavailable === undefined
       ? { key: backend.key, service: backend.service, endpoints }
-      : { key: backend.key, service: backend.service, endpoints, unavailable: backend.unavailable },
+      : {
+        key: backend.key,
+        service: backend.service,
+        endpoints,
+        unavailable: backend.unavailable,
+      },
   );
 }
 
@@ -113,7 +129,9 @@ function matchTier(tier: Tier, path: string): Answer | undefined {
  */
 export function compileRouteTable(translation: RouteTableInput): RouteTable {
   const backends = new Map<string, Backend>();
-  for (const backend of translation.backends) backends.set(backend.key, freezeBackend(backend));
+  for (const backend of translation.backends) {
+    backends.set(backend.key, freezeBackend(backend));
+  }
   const backendOf = (key: string): Backend => {
     let backend = backends.get(key);
     if (backend === undefined) {
@@ -121,7 +139,8 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
         key,
         service: "",
         endpoints: [],
-        unavailable: `Cannot route to backend "${key}": it is not in the translation`,
+        unavailable:
+          `Cannot route to backend "${key}": it is not in the translation`,
       });
       backends.set(key, backend);
     }
@@ -145,7 +164,9 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
 
   // Compiled once per Ingress, shared by its routes.
   const behaviours = new Map<string, RouteBehaviour>();
-  for (const [ingress, behaviour] of Object.entries(translation.behaviours ?? {})) {
+  for (
+    const [ingress, behaviour] of Object.entries(translation.behaviours ?? {})
+  ) {
     behaviours.set(ingress, compileRouteBehaviour(behaviour));
   }
 
@@ -158,8 +179,15 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
       path: route.path,
       pathType: route.pathType,
     };
+    const canary = route.canary === undefined
+      ? undefined
+      : compileCanary(route.canary, backendOf(route.canary.backend));
     const built = answer(
-      behaviour === undefined ? base : { ...base, behaviour },
+      {
+        ...base,
+        ...(behaviour === undefined ? {} : { behaviour }),
+        ...(canary === undefined ? {} : { canary }),
+      },
       backendOf(route.backend),
     );
     // The translation resolved conflicts; should two routes still collide, the first stays.
@@ -172,17 +200,21 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
       const key = canonicalPrefix(normalRulePath(route.path));
       if (!tier.prefix.has(key)) {
         tier.prefix.set(key, built);
-        if (key.length > tier.maxPrefixLength) tier.maxPrefixLength = key.length;
+        if (key.length > tier.maxPrefixLength) {
+          tier.maxPrefixLength = key.length;
+        }
       }
     } else {
       tier.fallback ??= built;
     }
   }
 
-  const controllerDefault = translation.defaultBackend === undefined ? undefined : answer(
-    { ingress: "", host: "", path: "/", pathType: "Default" },
-    backendOf(translation.defaultBackend),
-  );
+  const controllerDefault = translation.defaultBackend === undefined
+    ? undefined
+    : answer(
+      { ingress: "", host: "", path: "/", pathType: "Default" },
+      backendOf(translation.defaultBackend),
+    );
 
   const tlsExact = new Set<string>();
   const tlsWildcard = new Set<string>();
@@ -204,12 +236,17 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
     if (exactTier !== undefined) found = matchTier(exactTier, requestPath);
     if (found === undefined && suffix !== undefined) {
       const wildcardTier = wildcardHosts.get(suffix);
-      if (wildcardTier !== undefined) found = matchTier(wildcardTier, requestPath);
+      if (wildcardTier !== undefined) {
+        found = matchTier(wildcardTier, requestPath);
+      }
     }
-    if (found === undefined && anyHost !== undefined) found = matchTier(anyHost, requestPath);
+    if (found === undefined && anyHost !== undefined) {
+      found = matchTier(anyHost, requestPath);
+    }
     found ??= controllerDefault;
     if (found === undefined) return undefined;
-    const tls = tlsExact.has(name) || (suffix !== undefined && tlsWildcard.has(suffix));
+    const tls = tlsExact.has(name) ||
+      (suffix !== undefined && tlsWildcard.has(suffix));
     return tls ? found[1] : found[0];
   };
 

@@ -11,6 +11,7 @@
 
 export type { Backend, Endpoint } from "../translate/backend.ts";
 import type { RouteBehaviour } from "./route_behaviour.ts";
+import type { CompiledCanary } from "./canary_choice.ts";
 import type { Backend } from "../translate/backend.ts";
 import type { GatewayTable } from "./gateway_table.ts";
 
@@ -29,6 +30,8 @@ export interface Match {
   readonly tls: boolean;
   /** What the Ingress's ingress-nginx annotations ask for (`route_behaviour.ts`); undefined: nothing. */
   readonly behaviour?: RouteBehaviour | undefined;
+  /** A canary Ingress's backend for this route and how requests pick it (`canary_choice.ts`). */
+  readonly canary?: CompiledCanary;
 }
 
 /** A compiled, immutable routing table. */

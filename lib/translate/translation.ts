@@ -10,11 +10,18 @@
  * @module
  */
 
-import type { EndpointSlice, Ingress, IngressClass, Secret, Service } from "../k8s/objects.ts";
+import type {
+  EndpointSlice,
+  Ingress,
+  IngressClass,
+  Secret,
+  Service,
+} from "../k8s/objects.ts";
 import type { Backend } from "./backend.ts";
 import type { Issue } from "./issues.ts";
 import type { TranslationMemo } from "./translation_memo.ts";
 import type { IngressBehaviour } from "./nginx/ingress_behaviour.ts";
+import type { RouteCanary } from "./nginx/canary.ts";
 import type {
   Gateway,
   GatewayClass,
@@ -132,6 +139,8 @@ export interface Route {
   readonly ingress: string;
   /** Key of the backend in {@linkcode Translation.backends}. */
   readonly backend: string;
+  /** A canary Ingress's backend and the rule choosing it (ingress-nginx `canary`). */
+  readonly canary?: RouteCanary;
 }
 
 /** A valid TLS Secret and the hosts it serves. PEM texts are carried for the data plane. */
