@@ -8,7 +8,8 @@
  * triggers no publish).
  *
  * A replica that does not lead, or that has no address to publish, skips the
- * status work (a pass over every Ingress) altogether.
+ * status work (a pass over every Ingress) altogether. Gateway API status
+ * follows a publish by a short delay, one pass for the publishes meanwhile.
  *
  * @module
  */
@@ -23,6 +24,7 @@ import { DEFAULT_CONTROLLER_NAME } from "../translate/class_selection.ts";
 import type { ObjectStore } from "../store/object_store.ts";
 import { type ClassSelectionOptions, createClassSelector } from "../translate/class_selection.ts";
 import type { Translation } from "../translate/translation.ts";
+import { coalescedTask } from "./coalesced_task.ts";
 
 /** Kinds whose Events name the object by uid (looked up in the store). */
 const LOOKUP_KINDS = [
@@ -51,6 +53,11 @@ export interface PublishingOptions {
   readonly resyncMs?: number;
   /** How often the store's copy of the publish Service is checked for a change. Default 1 s. */
   readonly publishServiceCheckMs?: number;
+  /**
+   * How long after a published translation the Gateway API status pass runs;
+   * translations published meanwhile share it. Default 500 ms.
+   */
+  readonly gatewayStatusDelayMs?: number;
 }
 
 /** The running publishers. */
@@ -132,6 +139,13 @@ export function startPublishing(options: PublishingOptions): Publishing {
     });
   };
 
+  // A pass plans the status of every Gateway API object (a pass over every HTTPRoute) and writes
+  // what changed: after a publish it waits, off the path of the next change, and the
+  // translations published meanwhile share it (the latest one is written).
+  const gatewayStatusAfterPublish = coalescedTask(syncGatewayStatus, {
+    delayMs: options.gatewayStatusDelayMs ?? 500,
+  });
+
   let lastIssues: Translation["issues"] = [];
   // Without addresses there is nothing to write nor to clear (see `planStatus`).
   const statusWanted = options.publishStatusAddresses.length > 0 ||
@@ -185,12 +199,13 @@ export function startPublishing(options: PublishingOptions): Publishing {
       lastIssues = translation.issues;
       lastGateway = translation.gateway;
       syncStatus();
-      syncGatewayStatus();
+      gatewayStatusAfterPublish.request();
       void recorder.record(translation.issues);
     },
     async stop() {
       clearInterval(timer);
       clearInterval(serviceTimer);
+      gatewayStatusAfterPublish.cancel();
       await writer.close();
       await gatewayWriter.close();
       await recorder.close();
