@@ -4,8 +4,10 @@
  * Ingresses loaded: the time from a create or update returning to the first
  * request the data plane routes by the new rule, p50/p99 over at least 100
  * changes per size; Sluice's start-to-ready time with that many Ingresses;
- * and its resident memory (VmRSS and its peak VmHWM of the process, which
- * covers its worker threads).
+ * its resident memory (VmRSS and its peak VmHWM of the process, which
+ * covers its worker threads); and the CPU time it spends per change, on its
+ * main thread and in all (what a change costs, which a busy machine moves
+ * far less than it moves latencies).
  *
  * Every Ingress routes to one Service whose EndpointSlice points at an echo
  * backend in a network namespace (the apiserver refuses loopback endpoint
@@ -73,6 +75,9 @@ interface Row {
   readonly hwmMiB: number;
   readonly threads: number;
   readonly loadSeconds: number;
+  /** Sluice's CPU time per change: its main thread, and the whole process. */
+  readonly cpuMainMs: number;
+  readonly cpuAllMs: number;
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -91,6 +96,27 @@ async function memoryOf(pid: number): Promise<{ rss: number; hwm: number; thread
     threads: field("Threads"),
   };
 }
+
+/**
+ * CPU time (user + system, ms) of a process's main thread and of the whole
+ * process (its worker threads included), from `/proc/<pid>/task/<pid>/stat`
+ * and `/proc/<pid>/stat`: what the changes cost, whatever else the machine runs.
+ */
+async function cpuOf(pid: number): Promise<{ main: number; all: number }> {
+  const ticks = async (path: string) => {
+    const text = await Deno.readTextFile(path);
+    // After "pid (comm) ": state is field 3, utime 14 and stime 15.
+    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 1000 / CLOCK_TICKS_PER_SECOND;
+  };
+  return {
+    main: await ticks(`/proc/${pid}/task/${pid}/stat`),
+    all: await ticks(`/proc/${pid}/stat`),
+  };
+}
+
+/** `getconf CLK_TCK` on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 /** The objects changed: Ingresses, or HTTPRoutes on one Gateway (`--api`). */
 type Api = "ingress" | "httproute";
@@ -272,6 +298,7 @@ async function main(): Promise<void> {
         /** Wall-clock time each change returned, to line up with Sluice's log timestamps. */
         const returnedAt: number[] = [];
         let failed = 0;
+        let cpuBefore = await cpuOf(sluice.pid);
         for (let k = 0; k < WARMUP_CHANGES + changes; k++) {
           const kind = k % 2 === 0 ? "create" : "update";
           const newHost = `${kind}-${size}-${k}.bench.test`;
@@ -294,10 +321,12 @@ async function main(): Promise<void> {
             returnedAt.push(Date.now());
           }
           const ms = await servedAfter(http, sluice.httpPort, newHost, since);
+          if (k === WARMUP_CHANGES - 1) cpuBefore = await cpuOf(sluice.pid);
           if (k < WARMUP_CHANGES) continue;
           if (Number.isNaN(ms)) failed++;
           else latencies.push({ kind, ms });
         }
+        const cpuAfter = await cpuOf(sluice.pid);
         const memory = await memoryOf(sluice.pid);
         // With --sluice-arg=--log-level=debug: the controller's own view (rebuild start to
         // every worker serving the new snapshot).
@@ -352,11 +381,16 @@ async function main(): Promise<void> {
           hwmMiB: memory.hwm,
           threads: memory.threads,
           loadSeconds,
+          cpuMainMs: (cpuAfter.main - cpuBefore.main) / changes,
+          cpuAllMs: (cpuAfter.all - cpuBefore.all) / changes,
         };
         rows.push(row);
         console.log(
           `bench: ${size} ${noun}: p50 ${row.p50.toFixed(1)} ms, p99 ${row.p99.toFixed(1)} ms, ` +
-            `ready in ${(startToReadyMs / 1000).toFixed(2)} s, RSS ${row.rssMiB.toFixed(0)} MiB`,
+            `ready in ${(startToReadyMs / 1000).toFixed(2)} s, RSS ${row.rssMiB.toFixed(0)} MiB, ` +
+            `CPU per change ${row.cpuMainMs.toFixed(1)} ms main thread, ${
+              row.cpuAllMs.toFixed(1)
+            } ms in all`,
         );
       } finally {
         await sluice.stop();
@@ -378,8 +412,8 @@ async function main(): Promise<void> {
       values["publish-status-address"] ? ", publishing status" : ""
     }; ${changes} changes per size after ${WARMUP_CHANGES} warm-up):`,
     "",
-    `| ${noun} | changes (failed) | p50 ms | p90 ms | p99 ms | max ms | create p50 | update p50 | start→ready s | RSS ready MiB | RSS after MiB | peak MiB | threads | target |`,
-    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    `| ${noun} | changes (failed) | p50 ms | p90 ms | p99 ms | max ms | create p50 | update p50 | start→ready s | RSS ready MiB | RSS after MiB | peak MiB | threads | CPU ms/change main (all) | target |`,
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ];
   let allMet = true;
   for (const r of rows) {
@@ -402,8 +436,8 @@ async function main(): Promise<void> {
       } | ${f(r.p99)} | ${f(r.max)} | ${f(r.createP50)} | ${f(r.updateP50)} | ${
         f(r.startToReadyMs / 1000, 2)
       } | ${f(r.rssReadyMiB, 0)} | ${f(r.rssMiB, 0)} | ${f(r.hwmMiB, 0)} | ${r.threads} | ${
-        targets.join("; ") || "–"
-      } |`,
+        f(r.cpuMainMs)
+      } (${f(r.cpuAllMs)}) | ${targets.join("; ") || "–"} |`,
     );
   }
   lines.push(
