@@ -64,9 +64,13 @@ const CASES: readonly Case[] = [
     refused: ["auth-url"],
   },
   {
-    name: "basic auth",
-    annotations: { [`${N}auth-type`]: "basic", [`${N}auth-secret`]: "users" },
-    refused: ["auth-secret", "auth-type"],
+    name: "external auth with its companions",
+    annotations: {
+      [`${N}auth-url`]: "http://oauth2-proxy.auth/oauth2/auth",
+      [`${N}auth-signin`]: "https://auth.example/start?rd=$escaped_request_uri",
+      [`${N}auth-response-headers`]: "X-User",
+    },
+    refused: ["auth-response-headers", "auth-signin", "auth-url"],
   },
   {
     name: "client certificates",
@@ -140,11 +144,11 @@ const CASES: readonly Case[] = [
       [`${N}enable-modsecurity`]: true,
       [`${N}auth-tls-verify-depth`]: 2,
       [`${N}auth-url`]: null,
-      [`${N}auth-secret`]: { name: "users" },
+      [`${N}auth-signin`]: { url: "https://auth.example" },
       [`${N}whitelist-source-range`]: ["10.0.0.0/8"],
       [`${N}proxy-body-size`]: 0,
     },
-    refused: ["auth-secret", "auth-tls-verify-depth", "enable-modsecurity"],
+    refused: ["auth-signin", "auth-tls-verify-depth", "enable-modsecurity"],
     served: ["proxy-body-size", "whitelist-source-range"],
     ignored: ["auth-url", "enable-global-auth"],
   },
@@ -183,8 +187,6 @@ Deno.test("every refused catalogue entry says why ignoring it would be unsafe", 
   for (
     const name of [
       "auth-url",
-      "auth-type",
-      "auth-secret",
       "auth-tls-secret",
       "auth-tls-verify-client",
       "satisfy",
@@ -236,13 +238,13 @@ Deno.test("judgeAnnotations() refuses an Ingress with one access-control annotat
 Deno.test("judgeAnnotations() names several access-control annotations in one issue", () => {
   const verdict = judgeAnnotations({
     ...SHOP,
-    annotations: { [`${N}auth-type`]: "basic", [`${N}auth-secret`]: "users" },
+    annotations: { [`${N}auth-url`]: "https://auth.example", [`${N}satisfy`]: "any" },
   });
   assertEquals(verdict.refused, true);
   assertEquals(verdict.issues.length, 1);
   assertStringIncludes(
     verdict.issues[0]!.message,
-    `annotations "${N}auth-secret", "${N}auth-type" ask for access control`,
+    `annotations "${N}auth-url", "${N}satisfy" ask for access control`,
   );
   assertStringIncludes(verdict.issues[0]!.message, "remove them or put");
 });
