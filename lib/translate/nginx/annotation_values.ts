@@ -20,6 +20,8 @@ export type Parsed<T> = { readonly value: T; readonly problem?: never } | {
 };
 
 const ok = <T>(value: T): Parsed<T> => ({ value });
+/** A value quoted for a message: control characters escaped, never written raw into an Event. */
+const q = (text: string): string => JSON.stringify(text);
 const no = <T>(problem: string): Parsed<T> => ({ problem });
 
 /**
@@ -29,12 +31,12 @@ const no = <T>(problem: string): Parsed<T> => ({ problem });
 export function parseBool(text: string): Parsed<boolean> {
   if (["1", "t", "T", "TRUE", "true", "True"].includes(text)) return ok(true);
   if (["0", "f", "F", "FALSE", "false", "False"].includes(text)) return ok(false);
-  return no(`"${text}" is not a boolean (true or false)`);
+  return no(`${q(text)} is not a boolean (true or false)`);
 }
 
 /** A decimal integer within `[min, max]`, digits only (no sign, no spaces, no leading `+`). */
 export function parseInteger(text: string, min: number, max: number): Parsed<number> {
-  if (!/^[0-9]{1,10}$/.test(text)) return no(`"${text}" is not a whole number`);
+  if (!/^[0-9]{1,10}$/.test(text)) return no(`${q(text)} is not a whole number`);
   const n = Number(text);
   if (n < min || n > max) return no(`${n} is not between ${min} and ${max}`);
   return ok(n);
@@ -56,16 +58,16 @@ const SIZE_UNITS: Readonly<Record<string, number>> = {
  */
 export function parseSize(text: string): Parsed<number> {
   const m = /^([0-9]{1,12})([kKmMgG]?)$/.exec(text);
-  if (m === null) return no(`"${text}" is not a size (a number, optionally with k, m or g)`);
+  if (m === null) return no(`${q(text)} is not a size (a number, optionally with k, m or g)`);
   const bytes = Number(m[1]) * SIZE_UNITS[m[2]!]!;
-  if (!Number.isSafeInteger(bytes)) return no(`"${text}" is too large`);
+  if (!Number.isSafeInteger(bytes)) return no(`${q(text)} is too large`);
   return ok(bytes);
 }
 
 /** ingress-nginx's timeouts (`proxy-*-timeout`): whole seconds, 1 to 86,400 (nginx also takes `60s`). */
 export function parseSeconds(text: string): Parsed<number> {
   const m = /^([0-9]{1,6})s?$/.exec(text);
-  if (m === null) return no(`"${text}" is not a number of seconds`);
+  if (m === null) return no(`${q(text)} is not a number of seconds`);
   const seconds = Number(m[1]);
   if (seconds < 1 || seconds > 86_400) return no(`${seconds} s is not between 1 s and 1 day`);
   return ok(seconds);
@@ -81,17 +83,21 @@ export function parseCidrList(text: string): Parsed<string[]> {
   if (items.every((s) => s === "")) return no("the list of CIDRs is empty");
   const out: string[] = [];
   for (const item of items) {
-    if (item === "") return no(`"${text}" has an empty item`);
+    if (item === "") return no(`${q(text)} has an empty item`);
+    // deno-lint-ignore no-control-regex
+    if (/[\u0000-\u0020\u007f]/.test(item)) {
+      return no(`${q(item)} is not an IP address or a CIDR (items are separated by commas)`);
+    }
     const slash = item.indexOf("/");
     const address = slash < 0 ? item : item.slice(0, slash);
     const ip = parseIp(address);
-    if (ip === undefined) return no(`"${item}" is not an IP address or a CIDR`);
+    if (ip === undefined) return no(`${q(item)} is not an IP address or a CIDR`);
     if (slash >= 0) {
       const bits = item.slice(slash + 1);
       // An IPv4-mapped IPv6 address (::ffff:10.0.0.0/104) has IPv6's 128 bits, as in Go.
       const max = address.includes(":") ? 128 : ip.length * 8;
       if (!/^[0-9]{1,3}$/.test(bits) || Number(bits) > max) {
-        return no(`"${item}" has a prefix length outside 0 to ${max}`);
+        return no(`${q(item)} has a prefix length outside 0 to ${max}`);
       }
     }
     out.push(item);
@@ -101,7 +107,7 @@ export function parseCidrList(text: string): Parsed<string[]> {
 
 /** ingress-nginx's header-name grammar (`^[A-Za-z0-9-_]+$`), lowercased. */
 export function parseHeaderName(text: string): Parsed<string> {
-  if (!/^[A-Za-z0-9_-]{1,256}$/.test(text)) return no(`"${text}" is not a header name`);
+  if (!/^[A-Za-z0-9_-]{1,256}$/.test(text)) return no(`${q(text)} is not a header name`);
   return ok(text.toLowerCase());
 }
 
@@ -125,22 +131,22 @@ export function parseHeaderNames(text: string): Parsed<string[]> {
 export function parseHttpUrl(text: string): Parsed<string> {
   // deno-lint-ignore no-control-regex
   if (/[\u0000-\u0020\u007f]/.test(text)) {
-    return no(`"${text}" contains spaces or control characters`);
+    return no(`${q(text)} contains spaces or control characters`);
   }
   // The host written out: the WHATWG parser would read `https:///x` as host "x".
   if (!/^https?:\/\/[^/?#@\\]/i.test(text)) {
-    return no(`"${text}" does not start with http:// or https:// and a host`);
+    return no(`${q(text)} does not start with http:// or https:// and a host`);
   }
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    return no(`"${text}" is not a URL`);
+    return no(`${q(text)} is not a URL`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    return no(`"${text}" is not an http or https URL`);
+    return no(`${q(text)} is not an http or https URL`);
   }
-  if (url.hostname === "") return no(`"${text}" has no host`);
+  if (url.hostname === "") return no(`${q(text)} has no host`);
   return ok(text);
 }
 
@@ -148,10 +154,10 @@ export function parseHttpUrl(text: string): Parsed<string> {
 export function parsePath(text: string): Parsed<string> {
   // deno-lint-ignore no-control-regex
   if (/[\u0000-\u0020\u007f\\]/.test(text)) {
-    return no(`"${text}" contains spaces, backslashes or control characters`);
+    return no(`${q(text)} contains spaces, backslashes or control characters`);
   }
   if (!text.startsWith("/") || text.startsWith("//")) {
-    return no(`"${text}" is not an absolute path`);
+    return no(`${q(text)} is not an absolute path`);
   }
   return ok(text);
 }
@@ -160,7 +166,7 @@ export function parsePath(text: string): Parsed<string> {
 export function parseStatusCode(text: string, codes: readonly number[]): Parsed<number> {
   const parsed = parseInteger(text, 100, 599);
   if (parsed.problem !== undefined || !codes.includes(parsed.value)) {
-    return no(`"${text}" is not one of the status codes ${codes.join(", ")}`);
+    return no(`${q(text)} is not one of the status codes ${codes.join(", ")}`);
   }
   return ok(parsed.value);
 }
@@ -169,5 +175,5 @@ export function parseStatusCode(text: string, codes: readonly number[]): Parsed<
 export function parseEnum<T extends string>(text: string, values: readonly T[]): Parsed<T> {
   return (values as readonly string[]).includes(text)
     ? ok(text as T)
-    : no(`"${text}" is not one of ${values.join(", ")}`);
+    : no(`${q(text)} is not one of ${values.join(", ")}`);
 }

@@ -267,4 +267,13 @@ Deno.test("a refusal quotes the value it refuses", () => {
   );
   assertEquals(parseCidrList(" , ").problem, "the list of CIDRs is empty");
   assertEquals(parseBool("yes").problem, `"yes" is not a boolean (true or false)`);
+  assertEquals(
+    parseCidrList("10.0.0.0/8 192.168.0.0/16").problem,
+    `"10.0.0.0/8 192.168.0.0/16" is not an IP address or a CIDR (items are separated by commas)`,
+  );
+  // Control characters are escaped, never written raw into an Event or a log line.
+  assertEquals(
+    parseSize("8m\nX: y").problem,
+    `"8m\\nX: y" is not a size (a number, optionally with k, m or g)`,
+  );
 });
