@@ -34,6 +34,8 @@ import type { Endpoint, Match, Snapshot } from "../routing/snapshot.ts";
 import { type GatewayMatch, pickGatewayBackend } from "../routing/gateway_table.ts";
 import { modifyHeaders, modifyPath, redirectLocation } from "./gateway_filters.ts";
 import { corsHeaders, ingressAccess, ingressAnswer, type IngressRequest } from "./ingress_steps.ts";
+import { choosesCanary } from "../routing/canary_choice.ts";
+import { requestCookie } from "./request_cookies.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
 import { requestHeaderList } from "../upstream/deno_internal.ts";
 import { parseContentLength } from "../upstream/http1.ts";
@@ -603,8 +605,30 @@ function route(
   if (tooLarge(x, bodyLimit(ctx, match))) return refuse(ctx, x, 413, "body-too-large", CLOSE);
   const answer = routeAnswer(ctx, x, match, where, clientHeaders);
   if (answer !== undefined) return answer;
-  if (match.backend.endpoints.length === 0) return refuse(ctx, x, 503, "no-endpoints");
-  return match;
+  const routed = match.canary === undefined ? match : canaryOrMain(x, match, clientHeaders);
+  if (routed.backend.endpoints.length === 0) return refuse(ctx, x, 503, "no-endpoints");
+  return routed;
+}
+
+/**
+ * The route with the canary Ingress's backend when the request picks it
+ * (`canary_choice.ts`); ingress-nginx keeps the main backend while the
+ * canary has no endpoints. Sets `x.match`.
+ */
+function canaryOrMain(
+  x: ProxiedRequest,
+  match: Match,
+  clientHeaders: readonly [string, string][],
+): Match {
+  const canary = match.canary!;
+  if (canary.backend.endpoints.length === 0) return match;
+  const picked = choosesCanary(canary, {
+    header: (name) => headerValues(clientHeaders, name)[0],
+    cookie: (name) => requestCookie(clientHeaders, name),
+    random: Math.random(),
+  });
+  if (!picked) return match;
+  return x.match = { ...match, backend: canary.backend };
 }
 
 /**

@@ -20,10 +20,7 @@
 import type { Translation } from "../translate/translation.ts";
 import { canonicalPrefix, normalRulePath } from "../translate/paths.ts";
 import { normaliseRequestHost, wildcardSuffix } from "./host.ts";
-import {
-  compileRouteBehaviour,
-  type RouteBehaviour,
-} from "./route_behaviour.ts";
+import { compileRouteBehaviour, type RouteBehaviour } from "./route_behaviour.ts";
 import { compileCanary } from "./canary_choice.ts";
 import type { Backend, Match, RouteTable } from "./snapshot.ts";
 
@@ -46,29 +43,17 @@ interface Tier {
 }
 
 function newTier(): Tier {
-  return {
-    exact: new Map(),
-    prefix: new Map(),
-    maxPrefixLength: -1,
-    fallback: undefined,
-  };
+  return { exact: new Map(), prefix: new Map(), maxPrefixLength: -1, fallback: undefined };
 }
 
 function freezeBackend(backend: Backend): Backend {
   const endpoints = Object.freeze(
-    backend.endpoints.map((e) =>
-      Object.freeze({ address: e.address, port: e.port })
-    ),
+    backend.endpoints.map((e) => Object.freeze({ address: e.address, port: e.port })),
   );
   return Object.freeze(
     backend.unavailable === undefined
       ? { key: backend.key, service: backend.service, endpoints }
-      : {
-        key: backend.key,
-        service: backend.service,
-        endpoints,
-        unavailable: backend.unavailable,
-      },
+      : { key: backend.key, service: backend.service, endpoints, unavailable: backend.unavailable },
   );
 }
 
@@ -129,9 +114,7 @@ function matchTier(tier: Tier, path: string): Answer | undefined {
  */
 export function compileRouteTable(translation: RouteTableInput): RouteTable {
   const backends = new Map<string, Backend>();
-  for (const backend of translation.backends) {
-    backends.set(backend.key, freezeBackend(backend));
-  }
+  for (const backend of translation.backends) backends.set(backend.key, freezeBackend(backend));
   const backendOf = (key: string): Backend => {
     let backend = backends.get(key);
     if (backend === undefined) {
@@ -139,8 +122,7 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
         key,
         service: "",
         endpoints: [],
-        unavailable:
-          `Cannot route to backend "${key}": it is not in the translation`,
+        unavailable: `Cannot route to backend "${key}": it is not in the translation`,
       });
       backends.set(key, backend);
     }
@@ -164,9 +146,7 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
 
   // Compiled once per Ingress, shared by its routes.
   const behaviours = new Map<string, RouteBehaviour>();
-  for (
-    const [ingress, behaviour] of Object.entries(translation.behaviours ?? {})
-  ) {
+  for (const [ingress, behaviour] of Object.entries(translation.behaviours ?? {})) {
     behaviours.set(ingress, compileRouteBehaviour(behaviour));
   }
 
@@ -200,21 +180,17 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
       const key = canonicalPrefix(normalRulePath(route.path));
       if (!tier.prefix.has(key)) {
         tier.prefix.set(key, built);
-        if (key.length > tier.maxPrefixLength) {
-          tier.maxPrefixLength = key.length;
-        }
+        if (key.length > tier.maxPrefixLength) tier.maxPrefixLength = key.length;
       }
     } else {
       tier.fallback ??= built;
     }
   }
 
-  const controllerDefault = translation.defaultBackend === undefined
-    ? undefined
-    : answer(
-      { ingress: "", host: "", path: "/", pathType: "Default" },
-      backendOf(translation.defaultBackend),
-    );
+  const controllerDefault = translation.defaultBackend === undefined ? undefined : answer(
+    { ingress: "", host: "", path: "/", pathType: "Default" },
+    backendOf(translation.defaultBackend),
+  );
 
   const tlsExact = new Set<string>();
   const tlsWildcard = new Set<string>();
@@ -236,17 +212,12 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
     if (exactTier !== undefined) found = matchTier(exactTier, requestPath);
     if (found === undefined && suffix !== undefined) {
       const wildcardTier = wildcardHosts.get(suffix);
-      if (wildcardTier !== undefined) {
-        found = matchTier(wildcardTier, requestPath);
-      }
+      if (wildcardTier !== undefined) found = matchTier(wildcardTier, requestPath);
     }
-    if (found === undefined && anyHost !== undefined) {
-      found = matchTier(anyHost, requestPath);
-    }
+    if (found === undefined && anyHost !== undefined) found = matchTier(anyHost, requestPath);
     found ??= controllerDefault;
     if (found === undefined) return undefined;
-    const tls = tlsExact.has(name) ||
-      (suffix !== undefined && tlsWildcard.has(suffix));
+    const tls = tlsExact.has(name) || (suffix !== undefined && tlsWildcard.has(suffix));
     return tls ? found[1] : found[0];
   };
 

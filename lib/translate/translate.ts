@@ -12,11 +12,7 @@
  */
 
 import type { Backend } from "./backend.ts";
-import {
-  attachCanaries,
-  type CanaryRule,
-  readCanaryAnnotations,
-} from "./nginx/canary.ts";
+import { attachCanaries, type CanaryRule, readCanaryAnnotations } from "./nginx/canary.ts";
 import { judgeAnnotations, NGINX_PREFIX } from "./nginx/ingress_annotations.ts";
 import type { IngressBehaviour } from "./nginx/ingress_behaviour.ts";
 import { createBackendResolver, type ResolvedBackend } from "./backends.ts";
@@ -37,12 +33,7 @@ import {
   translateGatewayCertificates,
   translateTls,
 } from "./tls.ts";
-import type {
-  ClusterObjects,
-  Route,
-  TranslateOptions,
-  Translation,
-} from "./translation.ts";
+import type { ClusterObjects, Route, TranslateOptions, Translation } from "./translation.ts";
 import { compareStrings } from "./_order.ts";
 import { translateGateway } from "./gateway/translate_gateway.ts";
 
@@ -80,8 +71,7 @@ function internalError(owned: OwnedIngress, error: unknown): Issue {
     namespace: owned.namespace,
     name: owned.name,
     field: "",
-    message:
-      `Cannot translate Ingress: unexpected error "${detail}"; its routes are skipped`,
+    message: `Cannot translate Ingress: unexpected error "${detail}"; its routes are skipped`,
   };
 }
 
@@ -91,10 +81,7 @@ function internalError(owned: OwnedIngress, error: unknown): Issue {
  * Never throws for malformed objects: each problem becomes an issue and only
  * the faulty part (a path, a rule, a TLS entry) is skipped.
  */
-export function translate(
-  objects: ClusterObjects,
-  options: TranslateOptions,
-): Translation {
+export function translate(objects: ClusterObjects, options: TranslateOptions): Translation {
   const issues: Issue[] = [];
   const index = indexCluster(objects);
   const select = createClassSelector(objects.ingressClasses ?? [], options);
@@ -121,9 +108,7 @@ export function translate(
       }, { ignoreAccessAnnotations: options.ignoreAccessAnnotations });
       appendAll(issues, verdict.issues);
       if (verdict.refused) refused.add(ingress.key);
-      else if (verdict.behaviour !== undefined) {
-        behaviours.set(ingress.key, verdict.behaviour);
-      }
+      else if (verdict.behaviour !== undefined) behaviours.set(ingress.key, verdict.behaviour);
     } catch (error) {
       // Annotations that cannot be read might ask for access control: fail closed.
       const detail = error instanceof Error ? error.message : String(error);
@@ -132,8 +117,7 @@ export function translate(
         namespace: ingress.namespace,
         name: ingress.name,
         field: "metadata.annotations",
-        message:
-          `Cannot read annotations: unexpected error "${detail}"; its routes answer 503`,
+        message: `Cannot read annotations: unexpected error "${detail}"; its routes answer 503`,
       });
       refused.add(ingress.key);
     }
@@ -143,8 +127,7 @@ export function translate(
         kind: "Ingress",
         namespace: ingress.namespace,
         name: ingress.name,
-        field:
-          `metadata.annotations.${NGINX_PREFIX}${canary.problem.annotation}`,
+        field: `metadata.annotations.${NGINX_PREFIX}${canary.problem.annotation}`,
         message:
           `Cannot serve canary Ingress "${ingress.key}": annotation "${NGINX_PREFIX}${canary.problem.annotation}": ${canary.problem.problem}, so it is not served`,
       });
@@ -184,24 +167,19 @@ export function translate(
       kind: "Ingress",
       namespace: candidate.namespace,
       name: candidate.name,
-      field: `${candidate.field}${
-        candidate.pathType === "Default" ? "" : ".backend"
-      }`,
+      field: `${candidate.field}${candidate.pathType === "Default" ? "" : ".backend"}`,
       message: `${resolved.problem}; the route answers 503`,
     });
   }
 
   const winners = mergeRouteCandidates(
-    canaries.size === 0
-      ? candidates
-      : candidates.filter((c) => !canaries.has(c.ingress)),
+    canaries.size === 0 ? candidates : candidates.filter((c) => !canaries.has(c.ingress)),
     issues,
   );
   const backends = new Map<string, Backend>();
-  const attached = canaries.size === 0 ? undefined : attachCanaries(
-    winners,
-    candidates.filter((c) => canaries.has(c.ingress)),
-    {
+  const attached = canaries.size === 0
+    ? undefined
+    : attachCanaries(winners, candidates.filter((c) => canaries.has(c.ingress)), {
       canaryOf: (ingress) => canaries.get(ingress)!,
       backendKey: (candidate) => {
         const backend = resolveBackend(candidate.backend).backend;
@@ -209,16 +187,13 @@ export function translate(
         return backend.key;
       },
       issues,
-    },
-  );
+    });
   const routes: Route[] = winners.map((candidate) => {
     const backend = refused.has(candidate.ingress)
       ? REFUSED_BACKEND
       : resolveBackend(candidate.backend).backend;
     backends.set(backend.key, backend);
-    const canary = refused.has(candidate.ingress)
-      ? undefined
-      : attached?.get(candidate);
+    const canary = refused.has(candidate.ingress) ? undefined : attached?.get(candidate);
     return {
       host: candidate.host,
       path: candidate.path,
@@ -252,13 +227,10 @@ export function translate(
 
   let defaultCertificate;
   try {
-    defaultCertificate = translateDefaultCertificate(
-      options.defaultSslCertificate,
-      {
-        readCertificate,
-        issues,
-      },
-    );
+    defaultCertificate = translateDefaultCertificate(options.defaultSslCertificate, {
+      readCertificate,
+      issues,
+    });
   } catch (error) {
     issues.push(optionError("default-ssl-certificate", error));
   }
@@ -267,9 +239,7 @@ export function translate(
   if (options.gatewayApi === true) {
     try {
       gateway = translateGateway(objects, {
-        ...(options.controllerName !== undefined
-          ? { controllerName: options.controllerName }
-          : {}),
+        ...(options.controllerName !== undefined ? { controllerName: options.controllerName } : {}),
         supportedFeatures: options.gatewaySupportedFeatures ?? [],
         servedPorts: GATEWAY_SERVED_PORTS,
         ...(options.gatewayAddresses === undefined
@@ -286,10 +256,7 @@ export function translate(
         for (const entry of group.entries) {
           for (const weighted of entry.backends) {
             if (weighted.invalid !== undefined) continue;
-            const [namespace, name] = weighted.service.split("/") as [
-              string,
-              string,
-            ];
+            const [namespace, name] = weighted.service.split("/") as [string, string];
             const resolved = resolveBackend({
               type: "service",
               namespace,
@@ -300,13 +267,9 @@ export function translate(
             // A valid reference to a Service without ready endpoints: its share answers
             // 503, reported once per route and backend, as for Ingresses.
             const once = `${entry.route} ${resolved.backend.key}`;
-            if (resolved.problem === undefined || gatewayReported.has(once)) {
-              continue;
-            }
+            if (resolved.problem === undefined || gatewayReported.has(once)) continue;
             gatewayReported.add(once);
-            const [routeNamespace = "", routeName = ""] = entry.route.split(
-              "/",
-            );
+            const [routeNamespace = "", routeName = ""] = entry.route.split("/");
             issues.push({
               kind: "HTTPRoute",
               namespace: routeNamespace,
@@ -316,14 +279,8 @@ export function translate(
             });
           }
           for (const filter of entry.filters) {
-            if (
-              filter.type !== "RequestMirror" ||
-              filter.backend.invalid !== undefined
-            ) continue;
-            const [namespace, name] = filter.backend.service.split("/") as [
-              string,
-              string,
-            ];
+            if (filter.type !== "RequestMirror" || filter.backend.invalid !== undefined) continue;
+            const [namespace, name] = filter.backend.service.split("/") as [string, string];
             const resolved = resolveBackend({
               type: "service",
               namespace,
@@ -343,9 +300,7 @@ export function translate(
   if (gateway !== undefined) {
     const gatewayTls = translateGatewayCertificates(
       gateway.gateways.flatMap((g) =>
-        g.listeners.filter((l) => l.protocol === "HTTPS" && l.ready).map((
-          l,
-        ) => ({
+        g.listeners.filter((l) => l.protocol === "HTTPS" && l.ready).map((l) => ({
           gateway: g.gateway,
           listener: l.name,
           hostname: l.hostname,
@@ -362,28 +317,20 @@ export function translate(
     -readonly [K in keyof Translation]: Translation[K];
   } = {
     routes,
-    backends: [...backends.values()].sort((a, b) =>
-      compareStrings(a.key, b.key)
-    ),
+    backends: [...backends.values()].sort((a, b) => compareStrings(a.key, b.key)),
     tlsHosts: tls.tlsHosts,
     certificates,
     issues: sortIssues(issues),
   };
-  if (defaultBackend !== undefined) {
-    translation.defaultBackend = defaultBackend.backend.key;
-  }
+  if (defaultBackend !== undefined) translation.defaultBackend = defaultBackend.backend.key;
   // Only the Ingresses some route still comes from.
-  const served = [...new Set(routes.map((r) => r.ingress))].filter((key) =>
-    behaviours.has(key)
-  );
+  const served = [...new Set(routes.map((r) => r.ingress))].filter((key) => behaviours.has(key));
   if (served.length > 0) {
     translation.behaviours = Object.fromEntries(
       served.sort(compareStrings).map((key) => [key, behaviours.get(key)!]),
     );
   }
-  if (defaultCertificate !== undefined) {
-    translation.defaultCertificate = defaultCertificate;
-  }
+  if (defaultCertificate !== undefined) translation.defaultCertificate = defaultCertificate;
   // Its problems are in `issues` with everyone else's.
   if (gateway !== undefined) translation.gateway = { ...gateway, issues: [] };
   return translation;

@@ -29,20 +29,12 @@ import { createReferenceMatcher } from "../../tests/support/reference_matcher.ts
 import { compileRouteTable } from "../routing/route_table.ts";
 import type { Match } from "../routing/snapshot.ts";
 import { translate } from "./translate.ts";
-import type {
-  CertificateBinding,
-  TranslateOptions,
-  Translation,
-} from "./translation.ts";
+import type { CertificateBinding, TranslateOptions, Translation } from "./translation.ts";
 
 const FIXTURES = new URL("../../tests/fixtures/", import.meta.url);
 const UPDATE = Deno.env.get("UPDATE_FIXTURES") === "1";
 const DEFAULT_NOW = "2030-01-01T00:00:00Z";
-const SELF_SIGNED = {
-  source: "sluice/self-signed",
-  certPem: "self-signed",
-  keyPem: "self-signed",
-};
+const SELF_SIGNED = { source: "sluice/self-signed", certPem: "self-signed", keyPem: "self-signed" };
 
 /** The leading `kind: Fixture` document. */
 interface FixtureHeader {
@@ -75,9 +67,7 @@ function readFixture(text: string, name: string): Fixture {
     secrets: [],
   };
   for (const document of parseAllDocuments(text)) {
-    if (document.errors.length > 0) {
-      throw new Error(`${name}: ${document.errors[0]!.message}`);
-    }
+    if (document.errors.length > 0) throw new Error(`${name}: ${document.errors[0]!.message}`);
     const object = document.toJS() as KubeObject | null;
     if (object === null) continue;
     switch (object.kind) {
@@ -108,8 +98,7 @@ function readFixture(text: string, name: string): Fixture {
 
 /** Without PEM bodies, nor the chain fingerprint (a digest of `certPem`, as opaque). */
 function withoutPems(binding: CertificateBinding) {
-  const { certPem: _cert, keyPem: _key, chainFingerprint: _chain, ...rest } =
-    binding;
+  const { certPem: _cert, keyPem: _key, chainFingerprint: _chain, ...rest } = binding;
   return rest;
 }
 
@@ -122,9 +111,7 @@ function describeMatch(match: Match | undefined) {
     path: match.path,
     pathType: match.pathType,
     backend: match.backend.key,
-    ...(match.canary === undefined
-      ? {}
-      : { canaryBackend: match.canary.backend.key }),
+    ...(match.canary === undefined ? {} : { canaryBackend: match.canary.backend.key }),
     tls: match.tls,
   };
 }
@@ -132,40 +119,30 @@ function describeMatch(match: Match | undefined) {
 /** The golden form: the translation without PEM bodies, plus lookups. */
 function golden(translation: Translation, header: FixtureHeader) {
   const table = compileRouteTable(translation);
-  const certificates = compileCertificateTable(translation, {
-    defaultCertificate: SELF_SIGNED,
-  });
+  const certificates = compileCertificateTable(translation, { defaultCertificate: SELF_SIGNED });
   const out: Record<string, unknown> = {
     routes: translation.routes,
     backends: translation.backends,
   };
-  if (translation.defaultBackend !== undefined) {
-    out.defaultBackend = translation.defaultBackend;
-  }
+  if (translation.defaultBackend !== undefined) out.defaultBackend = translation.defaultBackend;
   out.tlsHosts = translation.tlsHosts;
   out.certificates = translation.certificates.map(withoutPems);
   if (translation.defaultCertificate !== undefined) {
     out.defaultCertificate = withoutPems(translation.defaultCertificate);
   }
   out.issues = translation.issues;
-  if (translation.behaviours !== undefined) {
-    out.behaviours = translation.behaviours;
-  }
+  if (translation.behaviours !== undefined) out.behaviours = translation.behaviours;
   if (header.requests !== undefined) {
     out.lookups = header.requests.map(([host, path]) => {
       const match = table.lookup(host, path);
       // The reference matcher knows routes, not annotations: the behaviour is the Ingress's own,
       // the canary the route's.
       const { behaviour, canary, ...routed } = match ?? {};
-      assertEquals(
-        behaviour?.source,
-        translation.behaviours?.[match?.ingress ?? ""],
-      );
+      assertEquals(behaviour?.source, translation.behaviours?.[match?.ingress ?? ""]);
       assertEquals(
         canary?.rule,
         translation.routes.find((r) =>
-          r.ingress === match?.ingress && r.host === match.host &&
-          r.path === match.path &&
+          r.ingress === match?.ingress && r.host === match.host && r.path === match.path &&
           r.pathType === match.pathType
         )?.canary,
       );
@@ -179,9 +156,7 @@ function golden(translation: Translation, header: FixtureHeader) {
   }
   if (header.serverNames !== undefined) {
     out.certificateFor = Object.fromEntries(
-      header.serverNames.map((
-        name,
-      ) => [name, certificates.resolve(name).source]),
+      header.serverNames.map((name) => [name, certificates.resolve(name).source]),
     );
   }
   return out;
@@ -209,9 +184,7 @@ for (const name of names) {
     });
     // The translation is plain data: it survives a structured clone unchanged.
     assertEquals(structuredClone(translation), translation);
-    const actual = `${
-      JSON.stringify(golden(translation, fixture.header), null, 2)
-    }\n`;
+    const actual = `${JSON.stringify(golden(translation, fixture.header), null, 2)}\n`;
     const outUrl = new URL(`${name}.out.json`, FIXTURES);
     if (UPDATE) {
       await Deno.writeTextFile(outUrl, actual);
@@ -221,9 +194,7 @@ for (const name of names) {
     try {
       expected = await Deno.readTextFile(outUrl);
     } catch {
-      throw new Error(
-        `Missing ${name}.out.json: run with UPDATE_FIXTURES=1 and review it`,
-      );
+      throw new Error(`Missing ${name}.out.json: run with UPDATE_FIXTURES=1 and review it`);
     }
     assertEquals(JSON.parse(actual), JSON.parse(expected));
   });

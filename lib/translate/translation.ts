@@ -10,13 +10,7 @@
  * @module
  */
 
-import type {
-  EndpointSlice,
-  Ingress,
-  IngressClass,
-  Secret,
-  Service,
-} from "../k8s/objects.ts";
+import type { EndpointSlice, Ingress, IngressClass, Secret, Service } from "../k8s/objects.ts";
 import type { Backend } from "./backend.ts";
 import type { Issue } from "./issues.ts";
 import type { TranslationMemo } from "./translation_memo.ts";
