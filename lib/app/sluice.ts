@@ -404,6 +404,7 @@ function createController(
       ingressClass: config.ingressClass,
       watchIngressWithoutClass: config.watchIngressWithoutClass,
       ignoreAccessAnnotations: config.ignoreAccessAnnotations,
+      allowCrossNamespaceSecrets: config.allowCrossNamespaceSecrets,
       gatewayApi: config.gatewayApi,
       gatewaySupportedFeatures: GATEWAY_SUPPORTED_FEATURES,
       gatewayAddresses: config.gatewayAddresses,

@@ -22,6 +22,8 @@ export interface Config {
   readonly watchIngressWithoutClass: boolean;
   /** Serve Ingresses whose ingress-nginx access-control annotations Sluice does not enforce. */
   readonly ignoreAccessAnnotations: boolean;
+  /** An Ingress's `auth-secret` may name a Secret in another namespace (`namespace/name`). */
+  readonly allowCrossNamespaceSecrets: boolean;
   /** Serve Gateway API objects too (GatewayClasses of `controllerName`), when their CRDs exist. */
   readonly gatewayApi: boolean;
   /** Local addresses given one per Gateway, each served on the HTTP and HTTPS ports (empty: Gateways share the main listeners). */
@@ -126,6 +128,13 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "false",
     help:
       "Serve Ingresses with ingress-nginx access-control annotations, unenforced (else they answer 503)",
+  },
+  {
+    name: "allow-cross-namespace-secrets",
+    key: "allowCrossNamespaceSecrets",
+    kind: "boolean",
+    default: "false",
+    help: "Let an Ingress's auth-secret name a Secret in another namespace (namespace/name)",
   },
   {
     name: "gateway-api",

@@ -150,6 +150,28 @@ Deno.test("ObjectStore: a Secret matters once an Ingress of ours names it, and s
   assertEquals(store.get("Secret", "shop/tls")?.metadata?.resourceVersion, "4");
 });
 
+Deno.test("ObjectStore: the Secret of an Ingress's basic authentication (auth-secret) matters while it is named", () => {
+  const store = new ObjectStore();
+  store.upsert("IngressClass", ours);
+  const withAuth = (value: string, rv: string): Ingress => {
+    const object = ingress("shop", "admin", { rv });
+    object.metadata!.annotations = { "nginx.ingress.kubernetes.io/auth-secret": value };
+    return object;
+  };
+  const users = (namespace: string, rv: string): Secret => ({
+    metadata: { namespace, name: "users", resourceVersion: rv },
+    type: "Opaque",
+    data: {},
+  });
+  assertEquals(store.upsert("Secret", users("shop", "1")).reason, "unreferenced-secret");
+  assert(store.upsert("Ingress", withAuth("users", "1")).matters);
+  assertEquals(store.upsert("Secret", users("shop", "2")).reason, "changed");
+  assertEquals(store.delete("Secret", users("shop", "2")).reason, "deleted");
+  assert(store.upsert("Ingress", withAuth("auth/users", "2")).matters);
+  assertEquals(store.upsert("Secret", users("auth", "1")).reason, "added");
+  assertEquals(store.upsert("Secret", users("shop", "3")).reason, "unreferenced-secret");
+});
+
 Deno.test("ObjectStore: a Secret named only by an Ingress of another class does not matter", () => {
   const store = new ObjectStore();
   store.upsert("IngressClass", ours);

@@ -1,6 +1,8 @@
 /**
- * What an Ingress refers to: the Services of its backends and the Secrets of
- * its `spec.tls`, each as `namespace/name` in the Ingress's namespace; and
+ * What an Ingress refers to: the Services of its backends, the Secrets of
+ * its `spec.tls`, each as `namespace/name` in the Ingress's namespace, and
+ * the Secret of its basic authentication (ingress-nginx `auth-secret`,
+ * `name` or `namespace/name`); and
  * what a Gateway (certificate Secrets) or HTTPRoute (backend and mirror
  * Services) refers to, in their own or a named namespace.
  *
@@ -32,9 +34,14 @@ function each<T>(value: T[] | undefined | null): T[] {
   return Array.isArray(value) ? value : [];
 }
 
+/** The annotation naming basic authentication's Secret (ingress-nginx). */
+const AUTH_SECRET_ANNOTATION = "nginx.ingress.kubernetes.io/auth-secret";
+
 /**
  * Collects the Services (`spec.defaultBackend`, `spec.rules[].http.paths[].backend`)
- * and Secrets (`spec.tls[].secretName`) an Ingress names.
+ * and Secrets (`spec.tls[].secretName`, the `auth-secret` annotation) an
+ * Ingress names. The annotation counts whatever the other annotations say
+ * and wherever it points (a superset: translation decides whether it is used).
  */
 export function ingressReferences(ingress: Ingress): IngressReferences {
   const namespace = ingress?.metadata?.namespace;
@@ -58,8 +65,18 @@ export function ingressReferences(ingress: Ingress): IngressReferences {
     const name = tls?.secretName;
     if (typeof name === "string" && name !== "") secrets.add(`${namespace}/${name}`);
   }
+  const auth = authSecretKey(ingress.metadata?.annotations, namespace);
+  if (auth !== undefined) secrets.add(auth);
   if (services.size === 0 && secrets.size === 0) return NONE;
   return { services: [...services], secrets: [...secrets] };
+}
+
+/** `auth-secret` as `namespace/name`: `name` is in the Ingress's namespace. */
+function authSecretKey(annotations: unknown, namespace: string): string | undefined {
+  if (annotations === null || typeof annotations !== "object") return undefined;
+  const value = (annotations as Record<string, unknown>)[AUTH_SECRET_ANNOTATION];
+  if (typeof value !== "string" || value === "") return undefined;
+  return value.includes("/") ? value : `${namespace}/${value}`;
 }
 
 /** A reference in a Gateway or HTTPRoute (`group`/`kind` default to the core Service/Secret). */

@@ -105,7 +105,11 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
         namespace: ingress.namespace,
         name: ingress.name,
         annotations: ingress.ingress.metadata?.annotations,
-      }, { ignoreAccessAnnotations: options.ignoreAccessAnnotations });
+      }, {
+        ignoreAccessAnnotations: options.ignoreAccessAnnotations,
+        secret: (key) => index.secrets.get(key),
+        allowCrossNamespaceSecrets: options.allowCrossNamespaceSecrets,
+      });
       appendAll(issues, verdict.issues);
       if (verdict.refused) refused.add(ingress.key);
       else if (verdict.behaviour !== undefined) behaviours.set(ingress.key, verdict.behaviour);

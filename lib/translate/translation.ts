@@ -101,6 +101,11 @@ export interface TranslateOptions {
    */
   readonly ignoreAccessAnnotations?: boolean;
   /**
+   * `--allow-cross-namespace-secrets`: an Ingress's `auth-secret` may name a
+   * Secret of another namespace (`namespace/name`).
+   */
+  readonly allowCrossNamespaceSecrets?: boolean;
+  /**
    * Translate Gateway API objects too (`--gateway-api`), for GatewayClasses
    * whose `spec.controllerName` is {@linkcode TranslateOptions.controllerName}.
    */

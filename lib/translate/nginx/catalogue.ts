@@ -131,14 +131,13 @@ export const NGINX_ANNOTATIONS: Readonly<Record<string, AnnotationEntry>> = Obje
       "allowlist-source-range",
       "denylist-source-range",
     ], "as ingress-nginx (403); the client address is read through --trusted-proxy-cidrs only"),
-    refused(
+    ...entries(
       "Access control",
-      "auth-type",
-      "turns on basic or digest authentication with the users of auth-secret",
+      "served",
+      ["auth-type", "auth-secret", "auth-secret-type", "auth-realm"],
+      "basic authentication as ingress-nginx (401; htpasswd bcrypt, apr1 or SHA-1 hashes, " +
+        "auth-file or auth-map); auth-type digest refuses the Ingress (503)",
     ),
-    refused("Access control", "auth-secret", "names the users of basic or digest authentication"),
-    refused("Access control", "auth-secret-type", "part of basic or digest authentication"),
-    refused("Access control", "auth-realm", "part of basic or digest authentication"),
     refused("Access control", "auth-url", "sends every request to an authentication service first"),
     ...[
       "auth-method",

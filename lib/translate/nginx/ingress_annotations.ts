@@ -18,6 +18,7 @@
  * @module
  */
 
+import type { Secret } from "../../k8s/objects.ts";
 import type { Issue } from "../issues.ts";
 import { annotationEntry } from "./catalogue.ts";
 import { type IngressBehaviour, readIngressBehaviour } from "./ingress_behaviour.ts";
@@ -110,10 +111,17 @@ const SERVED: AnnotationVerdict = Object.freeze({ refused: false, issues: Object
  * `--ignore-access-annotations` flag): refused, with issues naming them.
  * Otherwise served, with its behaviour, and one issue listing the
  * annotations ignored (and, when waived, the refusals not enforced).
+ * `secret` finds the Secret of basic authentication (`auth-secret`) by
+ * `namespace/name`; `allowCrossNamespaceSecrets` lets it be in another
+ * namespace (`--allow-cross-namespace-secrets`).
  */
 export function judgeAnnotations(
   ingress: { readonly namespace: string; readonly name: string; readonly annotations: unknown },
-  options: { readonly ignoreAccessAnnotations?: boolean | undefined } = {},
+  options: {
+    readonly ignoreAccessAnnotations?: boolean | undefined;
+    readonly secret?: ((key: string) => Secret | undefined) | undefined;
+    readonly allowCrossNamespaceSecrets?: boolean | undefined;
+  } = {},
 ): AnnotationVerdict {
   const values = nginxAnnotations(ingress.annotations);
   if (values === undefined) return SERVED;
@@ -127,6 +135,10 @@ export function judgeAnnotations(
   const { behaviour, problems } = readIngressBehaviour((annotation) => {
     const value = text.get(NGINX_PREFIX + annotation);
     return value === undefined || value === "" ? undefined : value;
+  }, {
+    namespace,
+    secret: options.secret,
+    allowCrossNamespaceSecrets: options.allowCrossNamespaceSecrets,
   });
   for (const p of problems) {
     issues.push({

@@ -20,6 +20,9 @@ import {
   parseSize,
   parseStatusCode,
 } from "./annotation_values.ts";
+import { type BasicAuth, readBasicAuth, type SecretContext } from "./basic_auth.ts";
+
+export type { BasicAuth, SecretContext };
 
 /** A piece of a redirect `Location`: text as written, or an nginx variable read from the request. */
 export type LocationPart = string | { readonly variable: RedirectVariable };
@@ -65,6 +68,8 @@ export interface IngressBehaviour {
   /** `proxy-body-size` in bytes; 0: no limit. */
   readonly maxBodyBytes?: number;
   readonly cors?: CorsPolicy;
+  /** `auth-type: basic` with `auth-secret`: requests without a listed user's password get 401. */
+  readonly basicAuth?: BasicAuth;
 }
 
 /** A served annotation whose value cannot be used. */
@@ -94,10 +99,12 @@ export const CORS_DEFAULTS: CorsPolicy = Object.freeze({
 /**
  * Reads the served annotations of one Ingress. Returns the behaviour (absent
  * when no served annotation is set) and the problems, one per annotation that
- * does not parse.
+ * does not parse. `secrets` finds the Secret of basic authentication; without
+ * it, an Ingress asking for basic authentication has a problem (fail closed).
  */
 export function readIngressBehaviour(
   read: AnnotationReader,
+  secrets?: SecretContext,
 ): { behaviour?: IngressBehaviour; problems: AnnotationProblem[] } {
   const problems: AnnotationProblem[] = [];
   const out: { -readonly [K in keyof IngressBehaviour]: IngressBehaviour[K] } = {};
@@ -145,6 +152,10 @@ export function readIngressBehaviour(
 
   const cors = value("enable-cors", parseBool);
   if (cors === true) out.cors = readCors(value);
+
+  const auth = readBasicAuth(read, secrets ?? { namespace: "" });
+  for (const p of auth.problems) problems.push(p);
+  if (auth.basicAuth !== undefined) out.basicAuth = auth.basicAuth;
 
   return Object.keys(out).length === 0 ? { problems } : { behaviour: out, problems };
 }
