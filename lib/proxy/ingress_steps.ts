@@ -9,6 +9,10 @@
  *    the end of the phase).
  * 2. {@linkcode ingressAccess}, the access phase: `denylist-source-range`,
  *    then `allowlist-source-range` (nginx `deny …; allow …; deny all;`): 403.
+ *    Then basic authentication (`auth-type: basic`, nginx `auth_basic` under
+ *    the default `satisfy all`): 401 with the realm's challenge, checked by
+ *    `basic_auth.ts` (asynchronous: bcrypt), and `Authorization` dropped
+ *    from what the backend gets.
  * 3. {@linkcode corsHeaders} on the backend's answer.
  *
  * Each is a small pure function of the request's fields: no I/O, no Deno.

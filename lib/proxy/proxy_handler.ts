@@ -34,6 +34,7 @@ import type { Endpoint, Match, Snapshot } from "../routing/snapshot.ts";
 import { type GatewayMatch, pickGatewayBackend } from "../routing/gateway_table.ts";
 import { modifyHeaders, modifyPath, redirectLocation } from "./gateway_filters.ts";
 import { corsHeaders, ingressAccess, ingressAnswer, type IngressRequest } from "./ingress_steps.ts";
+import { type BasicAuthVerifier, createBasicAuthVerifier } from "./basic_auth.ts";
 import { choosesCanary } from "../routing/canary_choice.ts";
 import { requestCookie } from "./request_cookies.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
@@ -136,7 +137,8 @@ export interface AccessLogEntry {
     | "no-endpoints"
     | "invalid-backend"
     | "bad-request"
-    | "forbidden";
+    | "forbidden"
+    | "unauthorized";
 }
 
 /** Strict-Transport-Security settings (ingress-nginx defaults). */
@@ -211,6 +213,8 @@ export interface ProxyHandlerOptions {
    * when it has ended (any way it ends). Must not throw.
    */
   readonly onWebSocket?: (delta: 1 | -1) => void;
+  /** Verifies basic authentication (ingress-nginx `auth-type: basic`); default: its own. */
+  readonly basicAuth?: BasicAuthVerifier;
 }
 
 /** The handler, plus its resources. */
@@ -298,6 +302,18 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       // The access phase of an Ingress's annotations, on the client address forwardHead found.
       const denied = ingressAccess(routed.behaviour, x.clientIp ?? x.peer);
       if (denied !== undefined) return refuse(ctx, x, denied, "forbidden");
+      const auth = routed.behaviour.basicAuth;
+      if (auth !== undefined) {
+        // Basic authentication, after the source ranges (nginx `satisfy all`).
+        const verdict = await ctx.basicAuth.check(
+          auth,
+          headerValues(clientHeaders, "authorization"),
+        );
+        if (verdict === 400) return refuse(ctx, x, 400, "bad-request");
+        if (verdict === 401) {
+          return refuse(ctx, x, 401, "unauthorized", { "WWW-Authenticate": auth.challenge });
+        }
+      }
     }
     if (x.gateway !== undefined) head = gatewayRequestFilters(x, x.gateway, head);
     let body = requestBody(x, req);
@@ -373,6 +389,7 @@ interface HandlerContext {
   readonly logger: ProxyLogger | undefined;
   readonly onAccess: ((entry: AccessLogEntry) => void) | undefined;
   readonly onWebSocket: ((delta: 1 | -1) => void) | undefined;
+  readonly basicAuth: BasicAuthVerifier;
   readonly relays: Set<WebSocketRelay>;
   /** Set by `closeWebSockets`: relays starting afterwards are closed at once. */
   closingWebSockets: { readonly code: number; readonly reason: string } | undefined;
@@ -412,6 +429,7 @@ function handlerContext(options: ProxyHandlerOptions): HandlerContext {
     logger: options.logger,
     onAccess: options.onAccess,
     onWebSocket: options.onWebSocket,
+    basicAuth: options.basicAuth ?? createBasicAuthVerifier(),
     relays: new Set(),
     closingWebSockets: undefined,
   };
@@ -812,6 +830,19 @@ function headerValues(fields: readonly [string, string][], name: string): string
   return values;
 }
 
+/** Fields dropped from the client's request: the WebSocket extensions, and the credentials of basic auth. */
+const AUTH_DROP_REQUEST: ReadonlySet<string> = new Set(["authorization"]);
+const WEBSOCKET_AUTH_DROP_REQUEST: ReadonlySet<string> = new Set([
+  ...WEBSOCKET_DROP_REQUEST,
+  ...AUTH_DROP_REQUEST,
+]);
+
+function dropped(upgrade: boolean, auth: boolean): { drop?: ReadonlySet<string> } {
+  // ingress-nginx: `proxy_set_header Authorization "";` where basic auth is on.
+  if (auth) return { drop: upgrade ? WEBSOCKET_AUTH_DROP_REQUEST : AUTH_DROP_REQUEST };
+  return upgrade ? { drop: WEBSOCKET_DROP_REQUEST } : {};
+}
+
 /** The query of a target, with its `?`, or empty. */
 function queryOf(target: string): string {
   const at = target.indexOf("?");
@@ -860,7 +891,7 @@ function forwardHead(
     scheme: x.secure ? "https" : "http",
     port: info.localPort,
     upgrade,
-    ...(upgrade ? { drop: WEBSOCKET_DROP_REQUEST } : {}),
+    ...(dropped(upgrade, x.match?.behaviour?.basicAuth !== undefined)),
   }, ctx.forwarding);
   x.requestId = forwarded.requestId;
   x.clientIp = forwarded.clientIp;

@@ -2,7 +2,9 @@
  * An Ingress's annotation behaviour (`IngressBehaviour`, plain data from the
  * translation) compiled once per snapshot for the data plane: CIDR lists
  * into matchers, CORS origins into a matcher. Frozen; shared by every route
- * of the Ingress.
+ * of the Ingress. Basic authentication's users into a map with the
+ * `WWW-Authenticate` challenge written once (its hashes are verified by
+ * `lib/proxy/basic_auth.ts`).
  *
  * Pure: no I/O.
  *
@@ -10,7 +12,11 @@
  */
 
 import { type CidrMatcher, createCidrMatcher, normalizeIp } from "../net/cidr.ts";
-import type { CorsPolicy, IngressBehaviour } from "../translate/nginx/ingress_behaviour.ts";
+import type {
+  BasicAuth,
+  CorsPolicy,
+  IngressBehaviour,
+} from "../translate/nginx/ingress_behaviour.ts";
 
 /** What the data plane applies for one Ingress. */
 export interface RouteBehaviour {
@@ -20,6 +26,15 @@ export interface RouteBehaviour {
   /** Clients refused with 403, checked first. */
   readonly deny?: AddressRule;
   readonly cors?: CompiledCors;
+  readonly basicAuth?: CompiledBasicAuth;
+}
+
+/** Basic authentication, ready for the data plane. */
+export interface CompiledBasicAuth {
+  /** The `WWW-Authenticate` value of a 401: `Basic realm="…"`, the realm quoted. */
+  readonly challenge: string;
+  /** Each user's stored hash (no inherited keys: `constructor` is a user like any other). */
+  readonly users: ReadonlyMap<string, string>;
 }
 
 /** A compiled source-address list. */
@@ -41,6 +56,7 @@ export function compileRouteBehaviour(source: IngressBehaviour): RouteBehaviour 
   if (source.allow !== undefined) out.allow = addressRule(createCidrMatcher(source.allow));
   if (source.deny !== undefined) out.deny = addressRule(createCidrMatcher(source.deny));
   if (source.cors !== undefined) out.cors = compileCors(source.cors);
+  if (source.basicAuth !== undefined) out.basicAuth = compileBasicAuth(source.basicAuth);
   return Object.freeze(out);
 }
 
@@ -74,4 +90,16 @@ function compileCors(policy: CorsPolicy): CompiledCors {
     return undefined;
   };
   return { policy, allowOrigin };
+}
+
+/**
+ * nginx `auth_basic "<realm>"` answers `WWW-Authenticate: Basic realm="<realm>"`.
+ * The realm is a quoted-string (RFC 9110 section 5.6.4): quotes and backslashes escaped.
+ */
+export function compileBasicAuth(auth: BasicAuth): CompiledBasicAuth {
+  const quoted = auth.realm.replace(/["\\]/g, (c) => `\\${c}`);
+  return Object.freeze({
+    challenge: `Basic realm="${quoted}"`,
+    users: new Map(Object.entries(auth.users)),
+  });
 }
