@@ -136,6 +136,13 @@ func run() error {
 		}
 	}
 
+	// The apiserver reads Pods' logs from the pod runner's kubelet endpoint
+	// on the Node's address (kubeletserver.go).
+	kubeletCerts, err := makeKubeletCerts(filepath.Join(workDir, "kubelet-certs"), net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		return fmt.Errorf("make the kubelet endpoint's certificates: %w", err)
+	}
+
 	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
@@ -152,6 +159,7 @@ func run() error {
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 	}
+	args = append(args, kubeletCerts.apiserverFlags()...)
 	args = append(args, flag.Args()...)
 
 	cmd := app.NewAPIServerCommand()
@@ -209,6 +217,7 @@ func run() error {
 	default:
 		runner, err = startPodRunner(runnerCtx, restConfig, podRunnerOptions{
 			node: *nodeName, images: images, podsDir: filepath.Join(workDir, "pods"),
+			kubeletCerts: kubeletCerts,
 		})
 		if err != nil {
 			stopSelf()

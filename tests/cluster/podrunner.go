@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path"
 	"runtime"
@@ -34,7 +35,9 @@ import (
 // An image is a program built from Go sources, chosen by the image's name
 // without tag or digest (see imageName); any other image leaves its Pod
 // Pending with an Event that says why. Secret, ConfigMap, emptyDir, downward
-// API and projected volumes are mounted (podvolumes.go, podexec.go). What a
+// API and projected volumes are mounted (podvolumes.go, podexec.go).
+// Containers' output is kept and served to the apiserver as the kubelet's
+// does, for `kubectl logs` (podlogs.go, kubeletserver.go). What a
 // kubelet does and this does not (other volume types, exec probes, resource
 // limits, hostNetwork, …) is listed in docs/development.md.
 type podRunner struct {
@@ -48,6 +51,7 @@ type podRunner struct {
 	network  *podNetwork
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
+	kubelet  *kubeletServer // serves containers' logs to the apiserver
 
 	mu       sync.Mutex
 	workers  map[types.UID]*podWorker
@@ -59,6 +63,8 @@ type podRunnerOptions struct {
 	node    string
 	images  map[string]string
 	podsDir string
+	// kubeletCerts secure the endpoint the apiserver reads Pod logs from.
+	kubeletCerts *kubeletCerts
 }
 
 func startPodRunner(ctx context.Context, config *rest.Config, opts podRunnerOptions) (*podRunner, error) {
@@ -94,7 +100,12 @@ func startPodRunner(ctx context.Context, config *rest.Config, opts podRunnerOpti
 		recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.node}),
 		workers:  map[types.UID]*podWorker{},
 	}
+	r.kubelet, err = startKubeletServer(opts.kubeletCerts, r.nodeIP, r)
+	if err != nil {
+		return nil, err
+	}
 	if err := r.registerNode(ctx); err != nil {
+		r.kubelet.close()
 		return nil, err
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -116,6 +127,7 @@ func startPodRunner(ctx context.Context, config *rest.Config, opts podRunnerOpti
 	}
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
+		r.kubelet.close()
 		return nil, fmt.Errorf("pod runner: the Pod watch did not sync")
 	}
 	return r, nil
@@ -162,6 +174,8 @@ func (r *podRunner) registerNode(ctx context.Context) error {
 			{Type: corev1.NodeInternalIP, Address: r.nodeIP},
 			{Type: corev1.NodeHostName, Address: r.node},
 		},
+		// Where the apiserver reads Pods' logs (kubeletserver.go).
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: r.kubelet.port()}},
 		NodeInfo: corev1.NodeSystemInfo{
 			OperatingSystem:         "linux",
 			Architecture:            runtime.GOARCH,
@@ -277,7 +291,30 @@ func (r *podRunner) stop() {
 	case <-time.After(10 * time.Second):
 		fmt.Fprintln(os.Stderr, "pod runner: Pods still stopping after 10s; exiting")
 	}
+	r.kubelet.close()
 	r.events.Shutdown()
+}
+
+// containerLog finds the log of container `container` of Pod
+// `namespace`/`pod`, for the kubelet endpoint. Of two Pods of one name (one
+// deleted, its successor created), the one not being deleted answers.
+func (r *podRunner) containerLog(namespace, pod, container string) (*containerLog, error) {
+	key := namespace + "/" + pod
+	r.mu.Lock()
+	var found *podWorker
+	for _, w := range r.workers {
+		if w.key != key {
+			continue
+		}
+		if p := w.current(); found == nil || p.DeletionTimestamp == nil {
+			found = w
+		}
+	}
+	r.mu.Unlock()
+	if found == nil {
+		return nil, &logLookupError{status: http.StatusNotFound, msg: fmt.Sprintf("pod %q does not exist", pod)}
+	}
+	return found.containerLog(container)
 }
 
 // imageName reduces an image reference to the name the runner knows images

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,8 @@ type podWorker struct {
 	terminating bool
 
 	warnedVolumes bool // unsupported volume types were reported
+
+	logs map[string]*containerLog // by container name, once it started; guarded by mu
 }
 
 // containerRun is one container's process and probe state.
@@ -54,6 +57,7 @@ type containerRun struct {
 	spec    corev1.Container
 	program string
 	args    []string
+	logs    *containerLog // its output, across restarts
 
 	// Guarded by the worker's mu.
 	cmd        *exec.Cmd
@@ -107,7 +111,9 @@ func (w *podWorker) run() {
 	pod := w.current()
 	w.started = metav1.Now()
 	if reason, err := w.prepare(pod); err != nil {
+		w.mu.Lock()
 		w.unrunnable, w.waitReason = err.Error(), reason
+		w.mu.Unlock()
 		if !errors.Is(err, errStopped) {
 			w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %s: %v", reason, err)
 			w.logf("cannot run: %v", err)
@@ -273,11 +279,6 @@ func (w *podWorker) start(pod *corev1.Pod, c *containerRun) error {
 		return err
 	}
 	args := expandArgs(c.args, env)
-	log, err := os.OpenFile(filepath.Join(w.dir, c.spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
 	mounts, err := w.containerMounts(pod, &c.spec, env)
 	if err != nil {
 		w.r.recorder.Eventf(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
@@ -299,13 +300,28 @@ func (w *podWorker) start(pod *corev1.Pod, c *containerRun) error {
 	cmd := exec.Command(w.r.self, append(execArgs, args...)...)
 	cmd.Env = env
 	cmd.Dir = w.dir
-	cmd.Stdout, cmd.Stderr = log, log
+	// Its output goes to the container's log, a run at a time, as a
+	// container runtime's does (podlogs.go).
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	stderr, stderrW, err := os.Pipe()
+	if err != nil {
+		_, _ = stdout.Close(), stdoutW.Close()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	// Its own process group (so a signal to the harness's terminal does not
 	// reach it), and SIGKILL should the harness die first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_, _ = stdoutW.Close(), stderrW.Close()
+	if err != nil {
+		_, _ = stdout.Close(), stderr.Close()
 		return fmt.Errorf("start container %q: %w", c.spec.Name, err)
 	}
+	w.logFor(c).begin(stdout, stderr)
 	w.r.recorder.Eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
 	w.mu.Lock()
 	c.cmd = cmd
@@ -341,6 +357,45 @@ func (w *podWorker) start(pod *corev1.Pod, c *containerRun) error {
 		w.poke()
 	}()
 	return nil
+}
+
+// logFor returns the log of a container, made at its first start.
+func (w *podWorker) logFor(c *containerRun) *containerLog {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.logs == nil {
+		if w.logs == nil {
+			w.logs = map[string]*containerLog{}
+		}
+		c.logs = &containerLog{}
+		w.logs[c.spec.Name] = c.logs
+	}
+	return c.logs
+}
+
+// containerLog returns the log of one of the Pod's containers (init
+// containers included), with the kubelet's answers when there is none: 404
+// for a name the Pod does not have, 400 for a container not started yet.
+func (w *podWorker) containerLog(name string) (*containerLog, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if log := w.logs[name]; log != nil {
+		return log, nil
+	}
+	known := false
+	for _, list := range [][]corev1.Container{w.pod.Spec.InitContainers, w.pod.Spec.Containers} {
+		for i := range list {
+			known = known || list[i].Name == name
+		}
+	}
+	if !known {
+		return nil, &logLookupError{status: http.StatusNotFound, msg: fmt.Sprintf("container %q not found in pod %q", name, w.pod.Name)}
+	}
+	reason := w.waitReason
+	if reason == "" {
+		reason = "ContainerCreating"
+	}
+	return nil, &logLookupError{status: http.StatusBadRequest, msg: fmt.Sprintf("container %q in pod %q is waiting to start: %s", name, w.pod.Name, reason)}
 }
 
 // probe runs a container's startup, readiness and liveness probes until the
