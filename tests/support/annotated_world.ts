@@ -10,7 +10,11 @@
  */
 
 import type { Ingress, Service } from "../../lib/k8s/objects.ts";
-import { createProxyHandler, type ProxyHandlerOptions } from "../../lib/proxy/proxy_handler.ts";
+import {
+  createProxyHandler,
+  type ProxyHandler,
+  type ProxyHandlerOptions,
+} from "../../lib/proxy/proxy_handler.ts";
 import { compileRouteTable } from "../../lib/routing/route_table.ts";
 import type { CertificateTable, Snapshot } from "../../lib/routing/snapshot.ts";
 import { listenHttp } from "../../lib/server/http_listener.ts";
@@ -54,6 +58,8 @@ export interface Received {
 
 export interface AnnotatedWorld {
   readonly port: number;
+  /** The handler itself, for requests with a made-up peer address. */
+  readonly handler: ProxyHandler;
   readonly translation: Translation;
   readonly warnings: LoggedWarning[];
   /** Every request the backends received (in order per backend). */
@@ -229,6 +235,7 @@ export async function startAnnotatedWorld(
   const sync = () => collectors.forEach((collect) => collect());
   return {
     port: listener.addr.port,
+    handler,
     translation,
     warnings,
     get received() {
