@@ -10,8 +10,8 @@
  */
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { ask, echoOf } from "../../tests/support/echo_world.ts";
-import { headerValues } from "../../tests/support/raw_http.ts";
-import { startEchoBackend } from "../../tests/support/echo_backend.ts";
+import { headerValues, RawConnection } from "../../tests/support/raw_http.ts";
+import { type LoggedRequest, startEchoBackend } from "../../tests/support/echo_backend.ts";
 import { compileBasicAuth, compileRouteBehaviour } from "../routing/route_behaviour.ts";
 import { compileRouteTable } from "../routing/route_table.ts";
 import type { CertificateTable, Snapshot } from "../routing/snapshot.ts";
@@ -162,6 +162,7 @@ Deno.test("the verifier's cache is bounded, the least recently used first out", 
 // The handler, behind a real listener, in front of a real echo backend.
 
 const HOST = "shop.example.com";
+const WS_HOST = "ws.example.com";
 const NO_CERTIFICATES: CertificateTable = {
   fingerprint: "none",
   resolve() {
@@ -173,6 +174,7 @@ interface AuthWorld {
   readonly port: number;
   readonly verifier: BasicAuthVerifier;
   readonly requests: () => number;
+  readonly logged: () => readonly LoggedRequest[];
 }
 
 async function withAuthWorld(fn: (world: AuthWorld) => Promise<void>): Promise<void> {
@@ -214,6 +216,13 @@ async function withAuthWorld(fn: (world: AuthWorld) => Promise<void>): Promise<v
           ingress: "shop/internal",
           backend: "shop/web:80",
         },
+        {
+          host: WS_HOST,
+          path: "/",
+          pathType: "Prefix",
+          ingress: "shop/admin",
+          backend: "shop/web:80",
+        },
       ],
       backends: [{
         key: "shop/web:80",
@@ -229,7 +238,12 @@ async function withAuthWorld(fn: (world: AuthWorld) => Promise<void>): Promise<v
   const handler = createProxyHandler({ snapshot: () => snapshot, basicAuth: verifier });
   const listener = listenHttp(handler, { hostname: "127.0.0.1", port: 0, reusePort: false });
   try {
-    await fn({ port: listener.addr.port, verifier, requests: () => backend.requests.length });
+    await fn({
+      port: listener.addr.port,
+      verifier,
+      requests: () => backend.requests.length,
+      logged: () => backend.requests,
+    });
   } finally {
     await listener.shutdown({ timeoutMs: 5_000 });
     handler.close();
@@ -358,5 +372,28 @@ Deno.test("basic auth remembers a success, never a failure, and never lets a rem
     assertEquals((await ask(world.port, get("/admin", authorization("bob", "bar")))).status, 401);
     assertEquals(world.verifier.cached, 1);
     assertEquals(world.requests(), 2);
+  });
+});
+
+Deno.test("basic auth guards WebSocket upgrades and drops Authorization from the upgrade the backend gets", async () => {
+  await withAuthWorld(async (world) => {
+    const upgrade = (...fields: string[]) =>
+      `GET /ws HTTP/1.1\r\nHost: ${WS_HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+      fields.map((f) => `${f}\r\n`).join("") + "\r\n";
+    const refused = await ask(world.port, upgrade());
+    assertEquals(refused.status, 401);
+    assertEquals(world.requests(), 0);
+    const conn = await RawConnection.open(world.port);
+    try {
+      await conn.send(upgrade(authorization("bob", "x")));
+      assertEquals((await conn.readResponse()).status, 101);
+    } finally {
+      conn.close();
+    }
+    assertEquals(world.requests(), 1);
+    const seen = world.logged()[0]!;
+    assertEquals(seen.target, "/ws");
+    assertEquals(headerValues(seen.headers, "authorization"), []);
   });
 });
