@@ -9,10 +9,8 @@
 
 /**
  * Core features of the GATEWAY-HTTP profile, then the Extended ones whose
- * tests pass. Not claimed though implemented: the mirror features (their
- * tests read the mirror backend's Pod logs, which the test cluster's pod
- * runner does not serve) and `HTTPRouteParentRefPort` (its test needs a
- * listener on port 8080, which Sluice does not open).
+ * tests pass. Not claimed though implemented: `HTTPRouteParentRefPort` (its
+ * test needs a listener on port 8080, which Sluice does not open).
  */
 export const GATEWAY_SUPPORTED_FEATURES: readonly string[] = Object.freeze([
   "Gateway",
@@ -32,4 +30,8 @@ export const GATEWAY_SUPPORTED_FEATURES: readonly string[] = Object.freeze([
   "HTTPRoute303RedirectStatusCode",
   "HTTPRoute307RedirectStatusCode",
   "HTTPRoute308RedirectStatusCode",
+  // Their tests read the mirror backends' logs through the API (`pods/log`),
+  // which the test cluster's pod runner serves as a kubelet does.
+  "HTTPRouteRequestMirror",
+  "HTTPRouteRequestMultipleMirrors",
 ]);
