@@ -16,18 +16,11 @@ import { componentLogger, configureLogging, flushLogging } from "./lib/log/loggi
 import { type Sluice, startSluice } from "./lib/app/sluice.ts";
 import { settlesWithin } from "./lib/timers/timers.ts";
 import { stopSignals } from "./lib/app/stop_signals.ts";
-import { runMigrateCheck } from "./lib/migrate/migrate_command.ts";
+import { runMigrateCheck, stdioOutput } from "./lib/migrate/migrate_command.ts";
 import denoJson from "./deno.json" with { type: "json" };
 
 if (Deno.args[0] === "migrate-check") {
-  const encoder = new TextEncoder();
-  const write = (stream: { writeSync(p: Uint8Array): number }) => (text: string) => {
-    const bytes = encoder.encode(text);
-    for (let at = 0; at < bytes.length;) at += stream.writeSync(bytes.subarray(at));
-  };
-  Deno.exit(
-    await runMigrateCheck(Deno.args.slice(1), { out: write(Deno.stdout), err: write(Deno.stderr) }),
-  );
+  Deno.exit(await runMigrateCheck(Deno.args.slice(1), stdioOutput()));
 }
 
 const parsed = parseConfig(Deno.args, {

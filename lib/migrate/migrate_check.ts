@@ -8,11 +8,12 @@
  * Pure: Ingress objects in, report data out, and the report as text or
  * JSON. The verdicts are the ones the translation reaches
  * (`judgeAnnotations`, the catalogue), so what this says is what serving
- * does. Secrets and ConfigMaps an annotation names are not read here.
+ * does. Secrets an annotation names (`auth-secret`) are looked up through a
+ * function handed in; {@linkcode secretsAskedFor} says which to fetch first.
  *
  * @module
  */
-import type { Ingress } from "../k8s/objects.ts";
+import type { Ingress, Secret } from "../k8s/objects.ts";
 import { LEGACY_CLASS_ANNOTATION } from "../translate/class_selection.ts";
 import { annotationEntry } from "../translate/nginx/catalogue.ts";
 import { judgeAnnotations, NGINX_PREFIX } from "../translate/nginx/ingress_annotations.ts";
@@ -80,6 +81,27 @@ export interface CheckOptions {
   readonly ignoreAccessAnnotations?: boolean;
   /** Only Ingresses naming one of these classes (by either field); absent: all. */
   readonly ingressClasses?: readonly string[];
+  /** Finds a Secret an annotation names (`auth-secret`), by `namespace/name`. Default: none. */
+  readonly secret?: (key: string) => Secret | undefined;
+  /** As `--allow-cross-namespace-secrets`: an annotation may name another namespace's Secret. */
+  readonly allowCrossNamespaceSecrets?: boolean;
+}
+
+/**
+ * The Secrets (`namespace/name`) checking these Ingresses looks up, sorted:
+ * fetch them, then check with a {@linkcode CheckOptions.secret} that finds them.
+ */
+export function secretsAskedFor(
+  ingresses: Iterable<CheckedObject>,
+  options: CheckOptions = {},
+): string[] {
+  const keys = new Set<string>();
+  const secret = (key: string) => {
+    keys.add(key);
+    return undefined;
+  };
+  for (const { object } of ingresses) checkIngress(object, { ...options, secret });
+  return [...keys].sort();
 }
 
 const UNKNOWN_NOTE = "not an annotation Sluice knows: ignored";
@@ -129,15 +151,20 @@ export function checkIngress(
   const name = textOr(ingress.metadata?.name, "");
   const annotations: unknown = ingress.metadata?.annotations;
   const waived = options.ignoreAccessAnnotations === true;
+  const secrets = {
+    secret: options.secret,
+    allowCrossNamespaceSecrets: options.allowCrossNamespaceSecrets,
+  };
   const verdict = judgeAnnotations({ namespace, name, annotations }, {
     ignoreAccessAnnotations: waived,
+    ...secrets,
   });
 
   const values = nginxAnnotations(annotations);
   const { problems } = readIngressBehaviour((short) => {
     const value = values.get(NGINX_PREFIX + short);
     return value === undefined || value === "" ? undefined : value;
-  });
+  }, { namespace, ...secrets });
   const problemOf = new Map(problems.map((p) => [NGINX_PREFIX + p.annotation, p.problem]));
 
   const checks: AnnotationCheck[] = [];

@@ -1,5 +1,5 @@
-import { assert, assertEquals } from "../../tests/support/assert.ts";
-import type { Ingress } from "../k8s/objects.ts";
+import { assert, assertEquals, assertStringIncludes } from "../../tests/support/assert.ts";
+import type { Ingress, Secret } from "../k8s/objects.ts";
 import { annotationEntry, NGINX_ANNOTATIONS } from "../translate/nginx/catalogue.ts";
 import { judgeAnnotations } from "../translate/nginx/ingress_annotations.ts";
 import {
@@ -10,6 +10,7 @@ import {
   type IngressVerdict,
   reportJson,
   reportText,
+  secretsAskedFor,
 } from "./migrate_check.ts";
 
 const P = "nginx.ingress.kubernetes.io/";
@@ -303,4 +304,42 @@ Deno.test("for every catalogue annotation, checkIngress() refuses exactly when s
       }
     }
   }
+});
+
+const BASIC_AUTH = {
+  [`${P}auth-type`]: "basic",
+  [`${P}auth-secret`]: "users",
+};
+/** htpasswd of alice, password "secret" (SHA-1). */
+const USERS: Secret = {
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { namespace: "shop", name: "users" },
+  stringData: { auth: "alice:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=\n" },
+} as Secret;
+
+Deno.test("secretsAskedFor() names the Secrets annotations refer to, as namespace/name", () => {
+  const objects = [
+    { object: ingress(BASIC_AUTH) },
+    { object: ingress({ ...BASIC_AUTH, [`${P}auth-secret`]: "other/users" }, { name: "b" }) },
+    { object: ingress({ [`${P}ssl-redirect`]: "true" }, { name: "c" }) },
+  ];
+  assertEquals(secretsAskedFor(objects, { allowCrossNamespaceSecrets: true }), [
+    "other/users",
+    "shop/users",
+  ]);
+});
+
+Deno.test("checkIngress() judges basic authentication with the Secret it names", () => {
+  const found = checkIngress(ingress(BASIC_AUTH), {
+    secret: (key) => key === "shop/users" ? USERS : undefined,
+  });
+  assertEquals(found.verdict, "same");
+  assertEquals(found.annotations.map((a) => a.verdict), ["served", "served"]);
+
+  const missing = checkIngress(ingress(BASIC_AUTH));
+  assertEquals(missing.verdict, "refused");
+  const secret = missing.annotations.find((a) => a.name === `${P}auth-secret`)!;
+  assertEquals(secret.verdict, "refused");
+  assertStringIncludes(secret.note, '"shop/users"');
 });

@@ -11,10 +11,11 @@
  */
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { Ingress } from "../k8s/objects.ts";
+import { parseAllDocuments } from "yaml";
+import type { Ingress, Secret } from "../k8s/objects.ts";
 import { loadKubeAccess } from "../k8s/kube_access.ts";
 import { KubeClient } from "../k8s/kube_client.ts";
-import { INGRESSES } from "../k8s/resources.ts";
+import { INGRESSES, SECRETS } from "../k8s/resources.ts";
 import { parseManifest } from "../sources/manifests.ts";
 import { errorText } from "../log/error_text.ts";
 import {
@@ -23,6 +24,7 @@ import {
   exitCodeOf,
   reportJson,
   reportText,
+  secretsAskedFor,
 } from "./migrate_check.ts";
 
 /** The command's help text. */
@@ -33,8 +35,10 @@ Lists every Ingress with each nginx.ingress.kubernetes.io/* annotation it carrie
 and what Sluice does with it: served (as ingress-nginx did), accepted (harmless:
 Sluice already behaves so), ignored (behaviour differs: the note says how), or
 refused (the Ingress's routes would answer 503: the note says why). A served
-annotation whose value does not parse refuses the Ingress too. Secrets and
-ConfigMaps that annotations name are not read.
+annotation whose value does not parse refuses the Ingress too, and so does an
+auth-secret whose Secret is missing or holds no users: the Secrets that
+annotations name are read (from the cluster, or from the manifests), and their
+contents are never printed.
 
 Every Ingress is checked, whatever its class (the class each names is shown),
 unless --ingress-class is given.
@@ -50,6 +54,9 @@ Options:
                               or comma-separated)
   --ignore-access-annotations Check as sluice --ignore-access-annotations serves:
                               refused annotations not enforced, so not refusals
+  --allow-cross-namespace-secrets
+                              Check as sluice --allow-cross-namespace-secrets serves:
+                              auth-secret may name another namespace's Secret
   --format text|json          Output for people (default) or for tools
   -h, --help                  This text
 
@@ -61,6 +68,28 @@ error or when the Ingresses cannot be read.
 export interface CommandOutput {
   out(text: string): void;
   err(text: string): void;
+}
+
+/**
+ * The process's stdout and stderr, written synchronously (the report is
+ * complete when the process exits). A reader that went away (`| head`)
+ * ends the writing quietly.
+ */
+export function stdioOutput(): CommandOutput {
+  const encoder = new TextEncoder();
+  const writer = (stream: { writeSync(p: Uint8Array): number }) => {
+    let closed = false;
+    return (text: string) => {
+      const bytes = encoder.encode(text);
+      try {
+        for (let at = 0; at < bytes.length && !closed;) at += stream.writeSync(bytes.subarray(at));
+      } catch (error) {
+        if (!(error instanceof Deno.errors.BrokenPipe)) throw error;
+        closed = true;
+      }
+    };
+  };
+  return { out: writer(Deno.stdout), err: writer(Deno.stderr) };
 }
 
 /** How long listing the cluster's Ingresses may take in all. */
@@ -75,6 +104,7 @@ interface Options {
   readonly namespaces: readonly string[];
   readonly ingressClasses: readonly string[] | undefined;
   readonly ignoreAccessAnnotations: boolean;
+  readonly allowCrossNamespaceSecrets: boolean;
   readonly format: "text" | "json";
   readonly help: boolean;
 }
@@ -92,6 +122,7 @@ function parseOptions(args: readonly string[]): Options {
         namespace: { type: "string", multiple: true },
         "ingress-class": { type: "string", multiple: true },
         "ignore-access-annotations": { type: "boolean" },
+        "allow-cross-namespace-secrets": { type: "boolean" },
         format: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
@@ -121,6 +152,7 @@ function parseOptions(args: readonly string[]): Options {
     namespaces: list(v.namespace) ?? [],
     ingressClasses: classes,
     ignoreAccessAnnotations: v["ignore-access-annotations"] === true,
+    allowCrossNamespaceSecrets: v["allow-cross-namespace-secrets"] === true,
     format,
     help: v.help === true,
   };
@@ -146,30 +178,49 @@ export async function runMigrateCheck(
     output.out(MIGRATE_CHECK_HELP);
     return 0;
   }
+  const checkOptions = {
+    ignoreAccessAnnotations: options.ignoreAccessAnnotations,
+    allowCrossNamespaceSecrets: options.allowCrossNamespaceSecrets,
+    ...(options.ingressClasses === undefined ? {} : { ingressClasses: options.ingressClasses }),
+  };
   let objects: CheckedObject[];
+  let secrets: ReadonlyMap<string, Secret>;
   try {
-    objects = options.manifests !== undefined
-      ? await readManifestIngresses(options.manifests)
-      : await listClusterIngresses(options);
+    if (options.manifests !== undefined) {
+      const read = await readManifests(options.manifests);
+      objects = inNamespaces(read.ingresses, options.namespaces);
+      secrets = read.secrets;
+    } else {
+      const cluster = await readCluster(
+        options,
+        (ingresses) => secretsAskedFor(ingresses, checkOptions),
+      );
+      objects = inNamespaces(cluster.ingresses, options.namespaces);
+      secrets = cluster.secrets;
+    }
   } catch (error) {
     output.err(`sluice migrate-check: ${errorText(error)}\n`);
     return 2;
   }
-  if (options.namespaces.length > 0) {
-    objects = objects.filter(({ object }) =>
-      options.namespaces.includes(object.metadata?.namespace ?? "default")
-    );
-  }
-  const report = checkIngresses(objects, {
-    ignoreAccessAnnotations: options.ignoreAccessAnnotations,
-    ...(options.ingressClasses === undefined ? {} : { ingressClasses: options.ingressClasses }),
-  });
+  const report = checkIngresses(objects, { ...checkOptions, secret: (key) => secrets.get(key) });
   output.out(options.format === "json" ? reportJson(report) : reportText(report));
   return exitCodeOf(report);
 }
 
-/** The Ingresses of a manifest file, or of the files directly in a directory (as `--manifests`). */
-async function readManifestIngresses(path: string): Promise<CheckedObject[]> {
+function inNamespaces(objects: CheckedObject[], namespaces: readonly string[]): CheckedObject[] {
+  if (namespaces.length === 0) return objects;
+  return objects.filter(({ object }) =>
+    namespaces.includes(object.metadata?.namespace ?? "default")
+  );
+}
+
+/**
+ * The Ingresses of a manifest file, or of the files directly in a directory
+ * (as `--manifests`), and the Secrets of any type there, by `namespace/name`.
+ */
+async function readManifests(
+  path: string,
+): Promise<{ ingresses: CheckedObject[]; secrets: Map<string, Secret> }> {
   let files: string[];
   try {
     const info = await Deno.stat(path);
@@ -186,7 +237,8 @@ async function readManifestIngresses(path: string): Promise<CheckedObject[]> {
   } catch (error) {
     throw new Error(`Cannot read manifests "${path}": ${errorText(error)}`);
   }
-  const out: CheckedObject[] = [];
+  const ingresses: CheckedObject[] = [];
+  const secrets = new Map<string, Secret>();
   for (const file of files) {
     let text: string;
     try {
@@ -201,20 +253,55 @@ async function readManifestIngresses(path: string): Promise<CheckedObject[]> {
       );
     }
     for (const { kind, object } of parsed.objects) {
-      if (kind === "Ingress") out.push({ object: object as Ingress, source: file });
+      if (kind === "Ingress") ingresses.push({ object: object as Ingress, source: file });
+    }
+    for (const secret of manifestSecrets(text)) {
+      const name = secret.metadata?.name;
+      if (typeof name !== "string" || name === "") continue;
+      secrets.set(`${secret.metadata?.namespace || "default"}/${name}`, secret);
+    }
+  }
+  return { ingresses, secrets };
+}
+
+/**
+ * The Secrets of a manifest, of any type (the manifest source keeps TLS ones
+ * only): basic authentication's users are in Opaque ones. The text parsed
+ * already; a document that cannot be read is left out.
+ */
+function manifestSecrets(text: string): Secret[] {
+  const out: Secret[] = [];
+  const collect = (value: unknown) => {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return;
+    const object = value as { kind?: unknown; items?: unknown };
+    if (object.kind === "List" && Array.isArray(object.items)) object.items.forEach(collect);
+    else if (object.kind === "Secret") out.push(object as Secret);
+  };
+  for (const document of parseAllDocuments(text)) {
+    try {
+      collect(document.toJS({ maxAliasCount: 100 }));
+    } catch {
+      // parseManifest reported it, or skipped it.
     }
   }
   return out;
 }
 
-/** The Ingresses of the cluster of a kubeconfig, listed page by page. */
-async function listClusterIngresses(options: Options): Promise<CheckedObject[]> {
+/**
+ * The Ingresses of the cluster of a kubeconfig, listed page by page, and the
+ * Secrets `secretsFor` names for them, by `namespace/name` (each listed by
+ * name: Sluice's ClusterRole may list Secrets, not get them).
+ */
+async function readCluster(
+  options: Options,
+  secretsFor: (ingresses: CheckedObject[]) => string[],
+): Promise<{ ingresses: CheckedObject[]; secrets: Map<string, Secret> }> {
   const access = await loadKubeAccess({ kubeconfig: options.kubeconfig });
   try {
     const client = new KubeClient(access, { userAgent: "sluice-migrate-check" });
     const signal = AbortSignal.timeout(LIST_TIMEOUT_MS);
     const namespaces = options.namespaces.length > 0 ? options.namespaces : [undefined];
-    const out: CheckedObject[] = [];
+    const ingresses: CheckedObject[] = [];
     for (const namespace of namespaces) {
       try {
         const { items } = await client.listAll<Ingress>(INGRESSES, {
@@ -222,12 +309,26 @@ async function listClusterIngresses(options: Options): Promise<CheckedObject[]> 
           limit: 500,
           signal,
         });
-        out.push(...items.map((object) => ({ object })));
+        ingresses.push(...items.map((object) => ({ object })));
       } catch (error) {
         throw new Error(`Cannot list Ingresses at ${access.server}: ${errorText(error)}`);
       }
     }
-    return out;
+    const secrets = new Map<string, Secret>();
+    for (const key of secretsFor(ingresses)) {
+      const [namespace, name] = key.split("/", 2) as [string, string];
+      try {
+        const { items } = await client.list<Secret>(SECRETS, {
+          namespace,
+          fieldSelector: `metadata.name=${name}`,
+          signal,
+        });
+        if (items[0] !== undefined) secrets.set(key, items[0]);
+      } catch (error) {
+        throw new Error(`Cannot read Secret "${key}" at ${access.server}: ${errorText(error)}`);
+      }
+    }
+    return { ingresses, secrets };
   } finally {
     access.close();
   }

@@ -89,6 +89,21 @@ const INVALID = ingressYaml("invalid", {
   annotations: { [`${P}proxy-body-size`]: "lots" },
 });
 
+const BASIC_AUTH = ingressYaml("members", {
+  className: "nginx",
+  annotations: { [`${P}auth-type`]: "basic", [`${P}auth-secret`]: "users" },
+});
+/** The users of BASIC_AUTH: alice, password "secret" (SHA-1). */
+const USERS = `apiVersion: v1
+kind: Secret
+metadata:
+  name: users
+  namespace: shop
+type: Opaque
+stringData:
+  auth: "alice:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ="
+`;
+
 async function withManifests<T>(
   files: Record<string, string>,
   fn: (dir: string) => Promise<T>,
@@ -179,6 +194,24 @@ Deno.test("migrate-check on manifests exits 1 and names the reasons when an Ingr
   });
 });
 
+Deno.test("migrate-check on manifests reads the Secret of basic authentication, never printing it", async () => {
+  await withManifests({ "a.yaml": BASIC_AUTH, "users.yaml": USERS }, async (dir) => {
+    const run = await migrateCheck(["--manifests", dir, "--format", "json"]);
+    assertEquals(run.code, 0, run.stdout + run.stderr);
+    const report = JSON.parse(run.stdout);
+    assertEquals(report.summary, { ingresses: 1, same: 1, differs: 0, refused: 0 });
+    assert(!run.stdout.includes("5en6G6"), "the Secret's content is not shown");
+  });
+  await withManifests({ "a.yaml": BASIC_AUTH }, async (dir) => {
+    const run = await migrateCheck(["--manifests", dir]);
+    assertEquals(run.code, 1, run.stdout + run.stderr);
+    assertStringIncludes(
+      run.stdout,
+      '  refused  auth-secret: "users"  (invalid value: Secret "shop/users"',
+    );
+  });
+});
+
 Deno.test("migrate-check exits 2 on usage errors and manifests it cannot read, and prints its help", async () => {
   const help = await migrateCheck(["--help"]);
   assertEquals(help.code, 0);
@@ -214,7 +247,7 @@ Deno.test("migrate-check lists a cluster's Ingresses through a kubeconfig", asyn
   const admin = await adminClient(kubeconfig);
   try {
     const ns = await freshNamespace(admin.client, "e2e-migrate");
-    for (const text of [SERVED, REFUSED]) {
+    for (const text of [SERVED, REFUSED, BASIC_AUTH, USERS]) {
       await apply(admin.client, parseYaml(text) as KubeObject, { namespace: ns });
     }
     const run = await migrateCheck(["--kubeconfig", kubeconfig, "--namespace", ns]);
@@ -227,9 +260,14 @@ Deno.test("migrate-check lists a cluster's Ingresses through a kubeconfig", asyn
       run.stdout,
       `Ingress ${ns}/served: class "nginx" (spec.ingressClassName)\n`,
     );
+    // The Secret of basic authentication is read from the cluster.
     assertStringIncludes(
       run.stdout,
-      "2 Ingresses: 1 served as ingress-nginx did, 0 served with differences, 1 refused.\n",
+      `Ingress ${ns}/members: class "nginx" (spec.ingressClassName)\n  served as ingress-nginx did\n`,
+    );
+    assertStringIncludes(
+      run.stdout,
+      "3 Ingresses: 2 served as ingress-nginx did, 0 served with differences, 1 refused.\n",
     );
 
     await admin.client.delete(INGRESSES, { namespace: ns, name: "refused" });
@@ -243,8 +281,8 @@ Deno.test("migrate-check lists a cluster's Ingresses through a kubeconfig", asyn
     ]);
     assertEquals(json.code, 0, json.stdout + json.stderr);
     assertEquals(JSON.parse(json.stdout).summary, {
-      ingresses: 1,
-      same: 1,
+      ingresses: 2,
+      same: 2,
       differs: 0,
       refused: 0,
     });
