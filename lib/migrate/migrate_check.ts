@@ -171,6 +171,12 @@ export function checkIngress(
   for (const [key, value] of values) {
     checks.push(checkAnnotation(key, value, { waived, problem: problemOf.get(key) }));
   }
+  // A problem can name an annotation that is not set (auth-type basic without auth-secret).
+  for (const [key, problem] of problemOf) {
+    if (values.has(key)) continue;
+    checks.push({ name: key, value: "", verdict: "refused", note: `invalid: ${problem}`, problem });
+  }
+  checks.sort((a, b) => compare(a.name, b.name));
   // judgeAnnotations is the verdict serving reaches; a refusal this file could not place
   // on one annotation still refuses the Ingress.
   const ingressVerdict: IngressVerdict =

@@ -181,7 +181,7 @@ for (const c of CASES) {
       const [verdict, expectedNote] = c.expected[a.name.slice(P.length)]!;
       assertEquals(a.verdict, verdict, a.name);
       if (expectedNote !== "") assertEquals(a.note, expectedNote, a.name);
-      assertEquals(a.problem !== undefined, a.note.startsWith("invalid value: "), a.name);
+      assertEquals(a.problem !== undefined, a.note.startsWith("invalid"), a.name);
     }
   });
 }
@@ -283,7 +283,7 @@ Deno.test("reportText() shortens long values to one line; reportJson() keeps the
 
 Deno.test("for every catalogue annotation, checkIngress() refuses exactly when serving does", () => {
   for (const name of [...Object.keys(NGINX_ANNOTATIONS), "global-auth-url"]) {
-    for (const value of ["x", "true", "false", "1", "off", "", "10m"]) {
+    for (const value of ["x", "true", "false", "1", "off", "", "10m", "basic"]) {
       for (const waived of [false, true]) {
         const object = ingress({ [P + name]: value });
         const check = checkIngress(object, { ignoreAccessAnnotations: waived });
@@ -342,4 +342,13 @@ Deno.test("checkIngress() judges basic authentication with the Secret it names",
   const secret = missing.annotations.find((a) => a.name === `${P}auth-secret`)!;
   assertEquals(secret.verdict, "refused");
   assertStringIncludes(secret.note, '"shop/users"');
+});
+
+Deno.test("checkIngress() names a missing annotation a served one needs", () => {
+  const check = checkIngress(ingress({ [`${P}auth-type`]: "basic" }));
+  assertEquals(check.verdict, "refused");
+  const missing = check.annotations.find((a) => a.name === `${P}auth-secret`);
+  assertEquals(missing?.verdict, "refused");
+  assertEquals(missing?.value, "");
+  assert(missing?.note.startsWith("invalid: ") === true, missing?.note);
 });
