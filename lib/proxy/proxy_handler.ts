@@ -606,7 +606,7 @@ function route(
       address: x.gatewayAddress,
       port: x.secure ? 443 : 80,
       host: where.authority,
-      path: where.routePath,
+      path: where.matchPath,
       method: x.method,
       header: (name) => headerValues(clientHeaders, name),
       query: queryOf(where.forward).slice(1),
@@ -616,7 +616,7 @@ function route(
       return routeGateway(ctx, x, found, where);
     }
   }
-  const match = snapshot.routes.lookup(where.authority, where.routePath);
+  const match = snapshot.routes.lookup(where.authority, where.matchPath);
   if (match === undefined) return refuse(ctx, x, 404, "no-route");
   x.match = match;
   // ingress-nginx: `proxy-body-size` (client_max_body_size per location) overrides the global.
@@ -692,7 +692,7 @@ function ingressRequest(
     secure: x.secure,
     hostname: where.hostname,
     authority: where.authority,
-    path: where.routePath,
+    path: where.matchPath,
     requestUri: locationPath(where.forward),
     query: query.slice(1),
     origin: headerValues(clientHeaders, "origin")[0],

@@ -162,7 +162,8 @@ Deno.test("Exact and Prefix boundaries hold for every spelling of a path", async
       ["/exact//deep/x", "shop/deep"],
       ["/exact/deeper", "shop/public"],
       ["/exact/deep/..", "shop/public"],
-      ["/exact/deep%2Fx", "shop/public"],
+      // An escaped slash is matched as a slash (nginx's decoded $uri), forwarded escaped.
+      ["/exact/deep%2Fx", "shop/deep"],
       ["/admin", "shop/admin"],
       ["/admin.", "shop/public"],
       ["/admin%2E", "shop/public"],
@@ -486,13 +487,16 @@ Deno.test("dot segments, escapes and slashes route as the resolved path, which i
       ["/%C3%BCber", "shop/uber", "/%C3%BCber"],
       ["/\xc3\xbcber", "shop/uber", "/%C3%BCber"],
       ["/\xc3\xbcber/", "shop/public", "/%C3%BCber/"],
-      // Choices that match nginx's $uri and Envoy's defaults, pinned here on purpose: case is
-      // significant (Kubernetes: Exact and Prefix are case-sensitive), `%2F` is not a separator,
-      // and `;` is an ordinary character (a Tomcat/Spring backend reading `/admin;x` as `/admin`
-      // is reached through the `/` rule — only that backend's own rules protect it). A dot
-      // segment behind `%2F` gets 400 (the dot-segment test above).
+      // Choices that match nginx's $uri, pinned here on purpose: case is significant
+      // (Kubernetes: Exact and Prefix are case-sensitive), `%2F` is matched as a separator (nginx
+      // decodes it before choosing a location, so the rules of `/admin`, access control included,
+      // hold for `/admin%2Fx`) but forwarded as received, and `;` is an ordinary character (a
+      // Tomcat/Spring backend reading `/admin;x` as `/admin` is reached through the `/` rule —
+      // only that backend's own rules protect it). A dot segment behind `%2F` gets 400 (the
+      // dot-segment test above).
       ["/ADMIN", "shop/public", "/ADMIN"],
-      ["/admin%2Fx", "shop/public", "/admin%2Fx"],
+      ["/admin%2Fx", "shop/admin", "/admin%2Fx"],
+      ["/%2Fadmin", "shop/admin", "/%2Fadmin"],
       ["/admin;jsessionid=1", "shop/public", "/admin;jsessionid=1"],
     ];
     for (const [target, service, forwarded] of cases) {

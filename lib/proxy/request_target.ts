@@ -45,8 +45,15 @@ export interface RequestTarget {
   readonly hostname: string;
   /** Path and query as received (`/a/../b?x=%20`); "/" when empty. For logs. */
   readonly target: string;
-  /** Normalised path for route lookup, without the query. */
+  /** Normalised path, without the query (escaped slashes kept): what is forwarded. */
   readonly routePath: string;
+  /**
+   * The path routes are matched on: `routePath` with escaped slashes (`%2F`)
+   * read as slashes, as nginx matches locations on the decoded path, so
+   * `/admin%2Fusers` meets the rules of `/admin` (its access control
+   * included) while the backend still gets `/admin%2Fusers`.
+   */
+  readonly matchPath: string;
   /** Path and query to send the backend: `routePath` and the query as received (`/b?x=%20`). */
   readonly forward: string;
   /**
@@ -104,6 +111,7 @@ export function parseRequestTarget(
     hostname: hostOf(authority),
     target: rest,
     routePath,
+    matchPath: routePath.includes("%2F") ? routePath.replace(/(?:%2F|\/)+/g, "/") : routePath,
     forward,
     ambiguous: hidesEscapedDotSegment(routePath),
   };

@@ -18,6 +18,7 @@ Deno.test("parseRequestTarget() takes the authority from Host and the target ver
       hostname: "Shop.Example.com",
       target: "/a/../b?x=%20",
       routePath: "/b",
+      matchPath: "/b",
       forward: "/b?x=%20",
       ambiguous: false,
     },
@@ -25,6 +26,26 @@ Deno.test("parseRequestTarget() takes the authority from Host and the target ver
   assertEquals(parseRequestTarget("http://[::1]:80/", "[::1]:80")?.hostname, "[::1]");
   assertEquals(parseRequestTarget("http://a.com?q", "a.com")?.target, "/?q");
   assertEquals(parseRequestTarget("http://a.com", "a.com")?.target, "/");
+});
+
+Deno.test("parseRequestTarget() matches an escaped slash as a slash, and forwards it escaped", () => {
+  const cases: [string, string, string][] = [
+    // [target, matchPath, forward]
+    ["/admin%2Fusers", "/admin/users", "/admin%2Fusers"],
+    ["/admin%2fusers?x=1", "/admin/users", "/admin%2Fusers?x=1"],
+    ["/%2Fadmin", "/admin", "/%2Fadmin"],
+    ["/%2F%2Fadmin/x", "/admin/x", "/%2F%2Fadmin/x"],
+    [
+      "/api/v4/projects/group%2Fproject",
+      "/api/v4/projects/group/project",
+      "/api/v4/projects/group%2Fproject",
+    ],
+    ["/plain/path", "/plain/path", "/plain/path"],
+  ];
+  for (const [target, matchPath, forward] of cases) {
+    const where = parseRequestTarget(`http://a.com${target}`, "a.com");
+    assertEquals([where?.matchPath, where?.forward], [matchPath, forward], target);
+  }
 });
 
 Deno.test("parseRequestTarget() lets an absolute-form target's authority win over Host", () => {
