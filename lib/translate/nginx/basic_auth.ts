@@ -128,12 +128,14 @@ export function readBasicAuth(
 /** `name` (in the Ingress's namespace) or `namespace/name`, as `namespace/name`. */
 function parseSecretRef(text: string, context: SecretContext): Parsed<string> {
   const parts = text.split("/");
-  if (parts.length > 2) return { problem: `"${text}" is not a Secret name or namespace/name` };
+  if (parts.length > 2) {
+    return { problem: `${JSON.stringify(text)} is not a Secret name or namespace/name` };
+  }
   const [namespace, name] = parts.length === 2
     ? [parts[0]!, parts[1]!]
     : [context.namespace, parts[0]!];
   if (!NAMESPACE.test(namespace) || !NAME.test(name)) {
-    return { problem: `"${text}" is not a Secret name or namespace/name` };
+    return { problem: `${JSON.stringify(text)} is not a Secret name or namespace/name` };
   }
   if (namespace !== context.namespace && context.allowCrossNamespaceSecrets !== true) {
     return {

@@ -85,7 +85,7 @@ export function readCanary(
     const pattern = read("canary-by-header-pattern");
     if (value !== undefined) {
       if (!/^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value) || value.length > 1024) {
-        return fail("canary-by-header-value", `"${value}" is not a header value`);
+        return fail("canary-by-header-value", `${JSON.stringify(value)} is not a header value`);
       }
       rule.headerValue = value;
     } else if (pattern !== undefined) {
@@ -97,7 +97,7 @@ export function readCanary(
   const cookie = read("canary-by-cookie");
   if (cookie !== undefined) {
     if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$/.test(cookie)) {
-      return fail("canary-by-cookie", `"${cookie}" is not a cookie name`);
+      return fail("canary-by-cookie", `${JSON.stringify(cookie)} is not a cookie name`);
     }
     rule.cookie = cookie;
   }
@@ -133,13 +133,15 @@ function patternProblem(pattern: string): string | undefined {
   try {
     new RegExp(pattern);
   } catch (error) {
-    return `"${pattern}" is not a regular expression (${(error as Error).message})`;
+    return `${JSON.stringify(pattern)} is not a regular expression (${(error as Error).message})`;
   }
   if (
     /\\[1-9k]/.test(pattern) ||
     /(?<!\\)\((?:[^()\\]|\\.)*(?<!\\)[+*}|](?:[^()\\]|\\.)*\)[+*{?]/.test(pattern)
   ) {
-    return `"${pattern}" may backtrack without end (a quantified group holding a quantifier ` +
+    return `${
+      JSON.stringify(pattern)
+    } may backtrack without end (a quantified group holding a quantifier ` +
       "or an alternation, or a back-reference)";
   }
   return undefined;

@@ -164,7 +164,9 @@ function readCors(
   value: <T>(name: string, parse: (text: string) => Parsed<T>) => T | undefined,
 ): CorsPolicy {
   const listed = (pattern: RegExp, what: string) => (text: string): Parsed<string> =>
-    pattern.test(text) ? { value: text } : { problem: `"${text}" is not a list of ${what}` };
+    pattern.test(text)
+      ? { value: text }
+      : { problem: `${JSON.stringify(text)} is not a list of ${what}` };
   return {
     origins: value("cors-allow-origin", parseOrigins) ?? CORS_DEFAULTS.origins,
     // ingress-nginx's grammars (annotations/cors).
@@ -190,10 +192,12 @@ function parseOrigins(text: string): Parsed<"*" | string[]> {
   if (items.includes("*")) {
     return items.length === 1
       ? { value: "*" }
-      : { problem: `"${text}" mixes "*" with other origins` };
+      : { problem: `${JSON.stringify(text)} mixes "*" with other origins` };
   }
   for (const item of items) {
-    if (!ORIGIN.test(item)) return { problem: `"${item}" is not an origin (scheme://host[:port])` };
+    if (!ORIGIN.test(item)) {
+      return { problem: `${JSON.stringify(item)} is not an origin (scheme://host[:port])` };
+    }
   }
   return { value: items.map((s) => s.toLowerCase()) };
 }
@@ -207,7 +211,9 @@ export function parseRedirectUrl(text: string): Parsed<LocationPart[]> {
   // deno-lint-ignore no-control-regex
   if (/[\u0000-\u0020\u007f"'\\;{}]/.test(text.replace(/\$\{[a-z_]+\}/g, ""))) {
     return {
-      problem: `"${text}" contains spaces, quotes or characters nginx would read as syntax`,
+      problem: `${
+        JSON.stringify(text)
+      } contains spaces, quotes or characters nginx would read as syntax`,
     };
   }
   const parts: LocationPart[] = [];
@@ -223,7 +229,7 @@ export function parseRedirectUrl(text: string): Parsed<LocationPart[]> {
     const name = (m[1] ?? m[2]) as RedirectVariable;
     if (!REDIRECT_VARIABLES.includes(name)) {
       return {
-        problem: `"${text}" uses the variable $${name}; only ${
+        problem: `${JSON.stringify(text)} uses the variable $${name}; only ${
           REDIRECT_VARIABLES.map((v) => `$${v}`).join(", ")
         } are supported`,
       };
@@ -234,16 +240,31 @@ export function parseRedirectUrl(text: string): Parsed<LocationPart[]> {
     rest = rest.slice(m[0].length);
   }
   if (literal !== "") parts.push(literal);
-  // The scheme and host must be written out: a variable there could send the client anywhere.
+  // The scheme and host must be written out, and end before the first variable: a variable in
+  // or right after the host (`https://app.example.com$args` with `?@evil.example`) could
+  // change the host the client goes to. `$uri` and `$request_uri` always start with `/`.
   const head = typeof parts[0] === "string" ? parts[0] : "";
-  const m = /^(https?):\/\/([^/?#]+)/.exec(head);
+  const m = /^(https?):\/\/([^/?#@\\]+)([/?#].*)?$/s.exec(head);
   if (m === null) {
-    return { problem: `"${text}" does not start with http:// or https:// and a host` };
+    return {
+      problem: `${JSON.stringify(text)} does not start with http:// or https:// and a host`,
+    };
+  }
+  const next = parts[1];
+  if (
+    m[3] === undefined && next !== undefined && typeof next !== "string" &&
+    next.variable !== "request_uri" && next.variable !== "uri"
+  ) {
+    return {
+      problem: `${JSON.stringify(text)} puts $${next.variable} right after the host, where it ` +
+        "could change the host; put a / before it",
+    };
   }
   try {
-    new URL(`${m[1]}://${m[2]}`);
+    const url = new URL(`${m[1]}://${m[2]}`);
+    if (url.username !== "" || url.password !== "") throw new Error("userinfo");
   } catch {
-    return { problem: `"${text}" does not name a valid host` };
+    return { problem: `${JSON.stringify(text)} does not name a valid host` };
   }
   return { value: parts };
 }

@@ -330,16 +330,10 @@ for (const [text, parts] of REDIRECTS) {
 Deno.test({
   name:
     "parseRedirectUrl() refuses a variable right after the host, where it would extend the host",
-  // BUG (ingress_behaviour.ts, parseRedirectUrl, the "scheme and host must be written out" check):
-  // only the literal before the first variable is checked for `scheme://host`, so a variable
-  // written right after the host, before any `/`, becomes part of the authority. With
-  // `https://app.example.com$args`, a request `GET /?@evil.example` is redirected to
-  // `https://app.example.com@evil.example` (userinfo `app.example.com`, host
-  // evil.example): an open redirect. `$host`, `$scheme` and `$is_args$args` there do the same
-  // (`https://app.example.com.$host` with a catch-all Ingress). Expected: refused unless the
-  // host is followed by `/`, `?` or `#` before the first variable ($uri and $request_uri always
-  // start with `/`, so `https://app.example.com$request_uri` stays valid).
-  ignore: true,
+  // Was an open redirect: only the text before the first variable was checked for
+  // `scheme://host`, so with `https://app.example.com$args` a request `GET /?@evil.example`
+  // went to `https://app.example.com@evil.example` (host evil.example). `$uri` and
+  // `$request_uri` always start with `/`, so `https://app.example.com$request_uri` stays valid.
   fn() {
     for (
       const text of [
@@ -347,9 +341,22 @@ Deno.test({
         "https://app.example.com.$host",
         "https://app.example.com$scheme",
         "https://app.example.com:$args",
+        "https://user@app.example.com/",
+        "https://evil.example\\@app.example.com/",
       ]
     ) {
       assertEquals(typeof parseRedirectUrl(text).problem, "string", text);
+    }
+    for (
+      const text of [
+        "https://app.example.com$request_uri",
+        "https://app.example.com$uri",
+        "https://app.example.com/$args",
+        "https://app.example.com?$args",
+        "https://app.example.com:8443/x$is_args$args",
+      ]
+    ) {
+      assertEquals(parseRedirectUrl(text).problem, undefined, text);
     }
   },
 });
