@@ -124,10 +124,12 @@ Deno.test("a certificate not valid yet is served (clock skew), with no issue", a
   });
 });
 
-Deno.test("a Secret of another type holding tls.crt and tls.key is served like a kubernetes.io/tls one", () => {
+Deno.test("a Secret of another type holding tls.crt and tls.key is not served, and is reported as the wrong type", () => {
+  // The sources read Opaque Secrets too (ingress-nginx auth-secret users): type decides.
   const { table, issues } = tableOf(perHost({ "a.test": tlsData(pairA!) }, "Opaque"));
-  assertEquals(issues, []);
-  assertEquals(table.resolve("a.test").source, "tls/a.test");
+  assertEquals(issues.length, 1);
+  assertStringIncludes(issues[0]!.message, 'no such Secret of type "kubernetes.io/tls"');
+  assert(table.resolve("a.test").source !== "tls/a.test");
 });
 
 Deno.test("a 5 MB tls.crt (the certificate padded with text) is translated and served without crashing", async () => {

@@ -2,7 +2,9 @@
  * The Kubernetes API as a source of objects: one {@linkcode Reflector} per
  * kind (Ingress, IngressClass, Service, EndpointSlice, Secret), or, with
  * `--watch-namespace a,b`, one per namespace for each namespaced kind.
- * Secrets are listed with the field selector `type=kubernetes.io/tls`.
+ * Secrets are listed without the types Sluice never reads (Helm releases,
+ * service-account tokens): TLS Secrets for certificates, `Opaque` ones for
+ * ingress-nginx's `auth-secret`.
  *
  * When namespaces are limited, the `--default-ssl-certificate` Secret, the
  * `--default-backend-service` Service (with its EndpointSlices) and the
@@ -41,8 +43,14 @@ import { SERVICE_NAME_LABEL } from "../k8s/labels.ts";
 import { parseObjectRefOption } from "../translate/option_refs.ts";
 import type { KubeSourceStatus, ObjectSource, StoreWriter } from "./source.ts";
 
-/** The field selector of the Secrets Sluice reads. */
+/** The field selector of TLS Secrets (the pinned `--default-ssl-certificate`). */
 export const TLS_SECRET_SELECTOR = "type=kubernetes.io/tls";
+
+/**
+ * The field selector of the Secrets Sluice reads: all but the types it never
+ * uses and that are many or large (Helm keeps every release in a Secret).
+ */
+export const SECRET_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token";
 
 /** One reflector to run. */
 export interface ReflectorPlan {
@@ -74,7 +82,7 @@ const NAMESPACED: readonly [Kind, Resource, string | undefined][] = [
   ["Ingress", INGRESSES, undefined],
   ["Service", SERVICES, undefined],
   ["EndpointSlice", ENDPOINT_SLICES, undefined],
-  ["Secret", SECRETS, TLS_SECRET_SELECTOR],
+  ["Secret", SECRETS, SECRET_SELECTOR],
 ];
 
 /** Gateway API's namespaced kinds (all optional: their CRDs may be missing). */

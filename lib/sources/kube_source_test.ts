@@ -14,13 +14,13 @@ const describe = (options: Parameters<typeof planReflectors>[0]) =>
     [p.kind, p.namespace ?? "*", p.fieldSelector ?? "", p.labelSelector ?? ""].join(" ").trim()
   );
 
-Deno.test("planReflectors() watches every kind in all namespaces by default, TLS Secrets only", () => {
+Deno.test("planReflectors() watches every kind in all namespaces by default, Secrets but Helm releases and tokens", () => {
   assertEquals(describe({}), [
     "IngressClass *",
     "Ingress *",
     "Service *",
     "EndpointSlice *",
-    "Secret * type=kubernetes.io/tls",
+    "Secret * type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token",
   ]);
 });
 
@@ -33,8 +33,8 @@ Deno.test("planReflectors() runs one reflector per watched namespace for each na
     "Service b",
     "EndpointSlice a",
     "EndpointSlice b",
-    "Secret a type=kubernetes.io/tls",
-    "Secret b type=kubernetes.io/tls",
+    "Secret a type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token",
+    "Secret b type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token",
   ]);
 });
 

@@ -34,8 +34,8 @@ export type ManifestParse =
     readonly message: string;
   };
 
-/** The Secret type Sluice reads, as in the cluster (where the field selector filters it). */
-const TLS_SECRET_TYPE = "kubernetes.io/tls";
+/** The Secret types Sluice reads: TLS for certificates, Opaque (the default) for `auth-secret`. */
+const SECRET_TYPES: readonly unknown[] = ["kubernetes.io/tls", "Opaque", undefined];
 
 function firstLine(message: string): string {
   const line = message.split("\n", 1)[0] ?? "";
@@ -150,9 +150,9 @@ function collect(
     problems.push(`Cannot use ${kind} in ${where}: metadata.name is missing; skipped`);
     return;
   }
-  if (kind === "Secret" && (object as { type?: unknown }).type !== TLS_SECRET_TYPE) {
+  if (kind === "Secret" && !SECRET_TYPES.includes((object as { type?: unknown }).type)) {
     problems.push(
-      `Cannot use Secret "${name}" in ${where}: type must be "${TLS_SECRET_TYPE}"; skipped`,
+      `Cannot use Secret "${name}" in ${where}: type must be "kubernetes.io/tls" or "Opaque"; skipped`,
     );
     return;
   }
@@ -162,6 +162,10 @@ function collect(
     if (typeof namespace !== "string" || namespace === "") {
       result = { ...object, metadata: { ...object.metadata, namespace: "default" } };
     }
+  }
+  // As the API server does: a Secret without a type is Opaque.
+  if (kind === "Secret" && (result as { type?: unknown }).type === undefined) {
+    result = { ...result, type: "Opaque" } as typeof result;
   }
   objects.push({ kind: kind as Kind, object: result });
 }

@@ -65,7 +65,7 @@ items:
   assertEquals(parsed.objects.map((o) => o.object.metadata?.name), ["a", "b"]);
 });
 
-Deno.test("parseManifest() reports and skips other kinds, nameless objects and non-TLS Secrets", () => {
+Deno.test("parseManifest() reports and skips other kinds, nameless objects and Secrets neither TLS nor Opaque", () => {
   const parsed = parseManifest(`kind: Deployment
 metadata: {name: web}
 ---
@@ -73,8 +73,13 @@ kind: Service
 metadata: {namespace: shop}
 ---
 kind: Secret
-metadata: {name: opaque}
+metadata: {name: docker}
+type: kubernetes.io/dockerconfigjson
 data: {a: Yg==}
+---
+kind: Secret
+metadata: {name: users}
+data: {auth: Yg==}
 ---
 - just
 - a list
@@ -83,12 +88,13 @@ kind: Service
 metadata: {name: kept}
 `);
   assert(parsed.ok);
-  assertEquals(parsed.objects.map((o) => o.object.metadata?.name), ["kept"]);
+  // An Opaque Secret (the default type) is read: it may hold an auth-secret's users.
+  assertEquals(parsed.objects.map((o) => o.object.metadata?.name), ["users", "kept"]);
   assertEquals(parsed.problems.length, 4);
   assertStringIncludes(parsed.problems[0]!, `document 1 (line 1): kind "Deployment" is not one`);
   assertStringIncludes(parsed.problems[1]!, "document 2 (line 4)");
   assertStringIncludes(parsed.problems[1]!, "metadata.name is missing");
-  assertStringIncludes(parsed.problems[2]!, `type must be "kubernetes.io/tls"`);
+  assertStringIncludes(parsed.problems[2]!, `type must be "kubernetes.io/tls" or "Opaque"`);
   assertStringIncludes(parsed.problems[3]!, "not an object");
 });
 

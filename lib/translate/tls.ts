@@ -85,9 +85,11 @@ function readCertificate(
   secret: Secret | undefined,
   options: SecretCertificateReaderOptions,
 ): SecretCertificate {
-  // The sources read only Secrets of type kubernetes.io/tls (the cluster's field selector,
-  // the manifests' check): say so, as a Secret of another type exists yet is never seen here.
-  if (secret === undefined) {
+  // Only a Secret of type kubernetes.io/tls holds a certificate for Sluice (the sources also
+  // read Opaque ones, for ingress-nginx's auth-secret): another type is reported as missing.
+  // (A Secret without a type only comes from hand-built objects: the API and the manifests
+  // source always give one.)
+  if (secret === undefined || (secret.type !== undefined && secret.type !== TLS_SECRET_TYPE)) {
     return { ok: false, reason: `no such Secret of type "${TLS_SECRET_TYPE}"` };
   }
   const certPem = readSecretValue(secret, "tls.crt");

@@ -4,7 +4,8 @@
  * its real HTTP port, in front of a real backend: redirects with variables,
  * force-ssl-redirect, app-root, CORS preflight and echoed origin, source
  * ranges against a spoofed `X-Forwarded-For`, proxy-body-size above and below
- * `--max-body-size` (declared and chunked), and an invalid annotation's 503.
+ * `--max-body-size` (declared and chunked), basic auth with the users of an
+ * Opaque Secret, and an invalid annotation's 503.
  *
  * @module
  */
@@ -59,7 +60,20 @@ const INGRESSES: readonly AnnotatedIngress[] = [
   },
   { name: "plain", host: "plain.test" },
   { name: "invalid", host: "invalid.test", annotations: { "proxy-body-size": "1.5m" } },
+  {
+    name: "guarded",
+    host: "guarded.test",
+    annotations: { "auth-type": "basic", "auth-secret": "users", "auth-realm": "Staff only" },
+  },
 ];
+
+/** An Opaque Secret (no type: the default) with one htpasswd user, alice:secret ({SHA}). */
+const USERS = {
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { namespace: "shop", name: "users" },
+  data: { auth: btoa("alice:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=\n") },
+};
 
 /** The manifests of `INGRESSES`, every Service at the backend's port, as YAML documents. */
 function manifests(port: number): string {
@@ -72,6 +86,7 @@ function manifests(port: number): string {
       ...o,
     })),
     ...objects.ingresses,
+    USERS,
     ...objects.services.map((o) => ({ apiVersion: "v1", kind: "Service", ...o })),
     ...objects.endpointSlices.map((o) => ({
       apiVersion: "discovery.k8s.io/v1",
@@ -173,6 +188,25 @@ Deno.test("the Sluice process serves ingress-nginx redirects, CORS, source range
     assertEquals((await ask(chunkedPost("uploads.test", "/any", 20_000))).status, 200);
     assertEquals((await ask(declaredPost("plain.test", "/", 1500))).status, 413);
     assertEquals((await ask(declaredPost("plain.test", "/", 1000))).status, 200);
+
+    // Basic auth with the users of an Opaque Secret: 401 with the realm, then the right password
+    // passes and the backend never sees the credentials.
+    const guarded = seen();
+    const anonymous = await ask(request("GET", "guarded.test", "/"));
+    assertEquals([anonymous.status, headerValues(anonymous.headers, "www-authenticate")], [401, [
+      'Basic realm="Staff only"',
+    ]]);
+    const wrong = await ask(
+      request("GET", "guarded.test", "/", [`Authorization: Basic ${btoa("alice:wrong")}`]),
+    );
+    assertEquals(wrong.status, 401);
+    assertEquals(seen(), guarded);
+    const right = await ask(
+      request("GET", "guarded.test", "/", [`Authorization: Basic ${btoa("alice:secret")}`]),
+    );
+    assertEquals(right.status, 200);
+    const forwarded = backend.requests.at(-1)!;
+    assertEquals(forwarded.headers.filter(([n]) => n.toLowerCase() === "authorization"), []);
 
     // An invalid annotation: that Ingress answers 503, the others serve.
     assertEquals((await ask(request("GET", "invalid.test", "/"))).status, 503);
