@@ -76,6 +76,12 @@ const REDIRECT_CODES = new Set([301, 302, 303, 307, 308]);
  * clone to the workers to write (and read back) instead of thousands.
  */
 const NONE: never[] = Object.freeze([]) as never[];
+/** The match of every request (a `PathPrefix` of `/` and nothing else), shared the same way. */
+const EVERY_REQUEST: RouteMatch = Object.freeze({
+  path: Object.freeze({ type: "PathPrefix", value: "/" } as const),
+  headers: NONE,
+  queryParams: NONE,
+});
 
 class RuleError extends Error {
   constructor(readonly field: string, message: string) {
@@ -322,6 +328,11 @@ function compileMatch(m: HTTPRouteMatchInput, field: string): RouteMatch {
       throw new RuleError(`${field}.method`, `Cannot match method ${JSON.stringify(m.method)}`);
     }
     out.method = m.method;
+  } else if (
+    type === "PathPrefix" && path === "/" && out.headers.length === 0 &&
+    out.queryParams.length === 0
+  ) {
+    return EVERY_REQUEST;
   }
   return out;
 }
