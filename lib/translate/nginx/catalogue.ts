@@ -218,15 +218,21 @@ export const NGINX_ANNOTATIONS: Readonly<Record<string, AnnotationEntry>> = Obje
       "load-balance",
     ], "not implemented yet: requests are spread round-robin"),
     // 8. Canary.
-    ...entries("Canary", "ignored", [
-      "canary",
-      "canary-by-header",
-      "canary-by-header-value",
-      "canary-by-header-pattern",
-      "canary-by-cookie",
-      "canary-weight",
-      "canary-weight-total",
-    ], "not implemented yet: a canary Ingress is routed as an ordinary one"),
+    ...entries(
+      "Canary",
+      "served",
+      [
+        "canary",
+        "canary-by-header",
+        "canary-by-header-value",
+        "canary-by-header-pattern",
+        "canary-by-cookie",
+        "canary-weight",
+        "canary-weight-total",
+      ],
+      "as ingress-nginx (header, then cookie, then weight); a header pattern that could " +
+        "backtrack without end is refused",
+    ),
     // 9. Rate limits.
     ...entries("Rate limits", "ignored", [
       "limit-rps",
