@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { ClientLimits } from "../proxy/client_limits.ts";
 import type { Config } from "../config/config.ts";
 import { type KubeAccess, loadKubeAccess } from "../k8s/kube_access.ts";
 import { KubeClient } from "../k8s/kube_client.ts";
@@ -266,8 +267,10 @@ async function startParts(config: Config, context: StartContext): Promise<Sluice
 }
 
 /** The proxy's settings, from the command line. */
-function handlerOptions(config: Config): SluiceHandlerOptions {
+function handlerOptions(config: Config, clientLimits: SharedArrayBuffer): SluiceHandlerOptions {
   return {
+    clientLimits,
+    limitStatus: config.limitStatusCode,
     accessLog: config.accessLog,
     accessLogFormat: config.logFormat,
     connectTimeoutMs: config.proxyConnectTimeoutMs,
@@ -304,7 +307,8 @@ async function startDataPlane(
       firstBytesTimeoutMs: config.clientFirstBytesTimeoutMs,
       idleTimeoutMs: config.clientIdleTimeoutMs,
       connectionActivity: activity.buffer,
-      handlerOptions: handlerOptions(config),
+      // One table of per-client request limits for every worker (ingress-nginx limit-rps…).
+      handlerOptions: handlerOptions(config, new ClientLimits().buffer),
       logging: { level: config.logLevel, format: config.logFormat },
     },
     snapshot: { version: 0, data: { translation: STARTING_TRANSLATION, defaultCertificate } },

@@ -58,6 +58,8 @@ export interface Config {
   readonly trustedProxyCidrs: readonly string[];
   readonly proxyConnectTimeoutMs: number;
   readonly proxyReadTimeoutMs: number;
+  /** ingress-nginx `limit-req-status-code`: the answer to a request over an Ingress's limits. */
+  readonly limitStatusCode: number;
   /** Request body limit in bytes; 0 means unlimited. */
   readonly maxBodyBytes: number;
   readonly shutdownTimeoutMs: number;
@@ -348,6 +350,16 @@ export const FLAGS: readonly FlagSpec[] = [
     default: "60s",
     min: 1,
     help: "Upstream idle read timeout (never a cap on a whole stream)",
+  },
+  {
+    name: "limit-status-code",
+    key: "limitStatusCode",
+    kind: "int",
+    default: "503",
+    min: 400,
+    max: 599,
+    value: "CODE",
+    help: "Status of requests over an Ingress's limit-rps, limit-rpm or limit-connections",
   },
   {
     name: "max-body-size",

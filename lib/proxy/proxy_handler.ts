@@ -37,6 +37,8 @@ import { corsHeaders, ingressAccess, ingressAnswer, type IngressRequest } from "
 import { type BasicAuthVerifier, createBasicAuthVerifier } from "./basic_auth.ts";
 import { choosesCanary } from "../routing/canary_choice.ts";
 import { requestCookie } from "./request_cookies.ts";
+import { ClientLimits, type RateZone, zoneId } from "./client_limits.ts";
+import type { CompiledLimits, RateLimit } from "../routing/route_behaviour.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
 import { requestHeaderList } from "../upstream/deno_internal.ts";
 import { parseContentLength } from "../upstream/http1.ts";
@@ -138,6 +140,7 @@ export interface AccessLogEntry {
     | "invalid-backend"
     | "bad-request"
     | "forbidden"
+    | "rate-limited"
     | "unauthorized";
 }
 
@@ -215,6 +218,13 @@ export interface ProxyHandlerOptions {
   readonly onWebSocket?: (delta: 1 | -1) => void;
   /** Verifies basic authentication (ingress-nginx `auth-type: basic`); default: its own. */
   readonly basicAuth?: BasicAuthVerifier;
+  /**
+   * The memory of the per-client request limits (`ClientLimits.buffer`), shared by every
+   * worker of the replica; default: a table of this handler's own, made when first needed.
+   */
+  readonly clientLimits?: SharedArrayBuffer;
+  /** The status of a request over `limit-rps`, `limit-rpm` or `limit-connections`. Default 503. */
+  readonly limitStatus?: number;
 }
 
 /** The handler, plus its resources. */
@@ -261,7 +271,9 @@ const STATUS_FOR: Record<UpstreamErrorKind, number> = {
 
 const REASON: Record<number, string> = {
   400: "Bad Request",
+  401: "Unauthorized",
   403: "Forbidden",
+  429: "Too Many Requests",
   404: "Not Found",
   413: "Content Too Large",
   414: "URI Too Long",
@@ -299,7 +311,12 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     let head = forwardHead(ctx, x, clientHeaders, info);
     if (head instanceof Response) return head;
     if (routed.behaviour !== undefined) {
-      // The access phase of an Ingress's annotations, on the client address forwardHead found.
+      // The preaccess phase (nginx limit_req, limit_conn), then the access phase of an
+      // Ingress's annotations, on the client address forwardHead found.
+      const limits = routed.behaviour.limits;
+      if (limits !== undefined && !admitted(ctx, x, limits)) {
+        return refuse(ctx, x, ctx.limitStatus, "rate-limited");
+      }
       const denied = ingressAccess(routed.behaviour, x.clientIp ?? x.peer);
       if (denied !== undefined) return refuse(ctx, x, denied, "forbidden");
       const auth = routed.behaviour.basicAuth;
@@ -390,6 +407,10 @@ interface HandlerContext {
   readonly onAccess: ((entry: AccessLogEntry) => void) | undefined;
   readonly onWebSocket: ((delta: 1 | -1) => void) | undefined;
   readonly basicAuth: BasicAuthVerifier;
+  /** Made when a route with limits first needs it. */
+  clientLimits: ClientLimits | undefined;
+  readonly clientLimitsBuffer: SharedArrayBuffer | undefined;
+  readonly limitStatus: number;
   readonly relays: Set<WebSocketRelay>;
   /** Set by `closeWebSockets`: relays starting afterwards are closed at once. */
   closingWebSockets: { readonly code: number; readonly reason: string } | undefined;
@@ -430,6 +451,9 @@ function handlerContext(options: ProxyHandlerOptions): HandlerContext {
     onAccess: options.onAccess,
     onWebSocket: options.onWebSocket,
     basicAuth: options.basicAuth ?? createBasicAuthVerifier(),
+    clientLimits: undefined,
+    clientLimitsBuffer: options.clientLimits,
+    limitStatus: options.limitStatus ?? 503,
     relays: new Set(),
     closingWebSockets: undefined,
   };
@@ -451,6 +475,8 @@ interface ProxiedRequest {
   readonly gatewayAddress: string | undefined;
   /** The `Origin` field, read when the route has CORS (ingress-nginx `enable-cors`). */
   origin: string | undefined;
+  /** Ends the request's count under `limit-connections` (called by its access line). */
+  leave: (() => void) | undefined;
   /** The first Host field's value (HTTP/2 requests carry none). */
   readonly hostHeader: string | undefined;
   /** The first Host field's name as sent (lowercase: likely HTTP/2). */
@@ -516,6 +542,7 @@ function readRequest(
     secure: info.secure,
     gatewayAddress: info.gatewayAddress,
     origin: undefined,
+    leave: undefined,
     hostHeader,
     hostName,
     contentLengthText,
@@ -714,6 +741,49 @@ function withCors(
   if (cors === undefined) return fields;
   const names = new Set(cors.map(([name]) => name.toLowerCase()));
   return [...fields.filter(([name]) => !names.has(name.toLowerCase())), ...cors];
+}
+
+/**
+ * The request limits of an Ingress (nginx `limit_req … nodelay` per rate, then
+ * `limit_conn`) for the client: false when one refuses it. A request admitted
+ * under `limit-connections` is counted until its access line (`x.leave`).
+ */
+function admitted(ctx: HandlerContext, x: ProxiedRequest, limits: CompiledLimits): boolean {
+  const client = x.clientIp ?? x.peer;
+  if (limits.exempt?.contains(client) === true) return true;
+  const table = ctx.clientLimits ??= new ClientLimits(
+    ctx.clientLimitsBuffer === undefined ? {} : { buffer: ctx.clientLimitsBuffer },
+  );
+  if (limits.rps !== undefined && !table.admit(rateZone(limits.rps), client)) return false;
+  if (limits.rpm !== undefined && !table.admit(rateZone(limits.rpm), client)) return false;
+  const connections = limits.connections;
+  if (connections !== undefined) {
+    const id = zoneIdOf(connections.zone);
+    if (!table.enter(id, client, connections.limit)) return false;
+    x.leave = () => table.leave(id, client);
+  }
+  return true;
+}
+
+const RATE_ZONES = new WeakMap<RateLimit, RateZone>();
+const ZONE_IDS = new Map<string, number>();
+
+function rateZone(limit: RateLimit): RateZone {
+  let zone = RATE_ZONES.get(limit);
+  if (zone === undefined) {
+    zone = { id: zoneIdOf(limit.zone), perSecond: limit.perSecond, burst: limit.burst };
+    RATE_ZONES.set(limit, zone);
+  }
+  return zone;
+}
+
+function zoneIdOf(name: string): number {
+  let id = ZONE_IDS.get(name);
+  if (id === undefined) {
+    if (ZONE_IDS.size > 10_000) ZONE_IDS.clear();
+    ZONE_IDS.set(name, id = zoneId(name));
+  }
+  return id;
 }
 
 /** The declared body is over `limit`. */
@@ -1124,7 +1194,7 @@ function respond(ctx: HandlerContext, x: ProxiedRequest, upstream: UpstreamRespo
     });
     return refuse(ctx, x, 502, "protocol");
   }
-  if (ctx.onAccess !== undefined) {
+  if (ctx.onAccess !== undefined || x.leave !== undefined) {
     upstream.done.then((outcome) => {
       const error = outcome.complete ? undefined : (outcome.error?.kind ?? "reset");
       logAccess(ctx, x, upstream.status, error, outcome.bytes);
@@ -1153,6 +1223,11 @@ function logAccess(
   error?: AccessLogEntry["error"],
   bytes = 0,
 ): void {
+  // The request is over for limit-connections (its access line is its last word).
+  if (x.leave !== undefined) {
+    x.leave();
+    x.leave = undefined;
+  }
   const onAccess = ctx.onAccess;
   if (onAccess === undefined) return;
   const { match, where, endpoint } = x;

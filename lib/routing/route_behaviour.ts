@@ -16,6 +16,7 @@ import type {
   BasicAuth,
   CorsPolicy,
   IngressBehaviour,
+  RequestLimits,
 } from "../translate/nginx/ingress_behaviour.ts";
 
 /** What the data plane applies for one Ingress. */
@@ -26,6 +27,8 @@ export interface RouteBehaviour {
   /** Clients refused with 403, checked first. */
   readonly deny?: AddressRule;
   readonly cors?: CompiledCors;
+  /** Request limits per client (`limit-rps`, `limit-rpm`, `limit-connections`). */
+  readonly limits?: CompiledLimits;
   readonly basicAuth?: CompiledBasicAuth;
 }
 
@@ -35,6 +38,22 @@ export interface CompiledBasicAuth {
   readonly challenge: string;
   /** Each user's stored hash (no inherited keys: `constructor` is a user like any other). */
   readonly users: ReadonlyMap<string, string>;
+}
+
+/** A rate zone: requests per second and burst, counted per client under `zone`. */
+export interface RateLimit {
+  readonly zone: string;
+  readonly perSecond: number;
+  readonly burst: number;
+}
+
+/** An Ingress's request limits, compiled. */
+export interface CompiledLimits {
+  readonly rps?: RateLimit;
+  readonly rpm?: RateLimit;
+  readonly connections?: { readonly zone: string; readonly limit: number };
+  /** Clients the limits skip (`limit-allowlist`). */
+  readonly exempt?: AddressRule;
 }
 
 /** A compiled source-address list. */
@@ -51,13 +70,42 @@ export interface CompiledCors {
 }
 
 /** Compiles one Ingress's behaviour. */
-export function compileRouteBehaviour(source: IngressBehaviour): RouteBehaviour {
+export function compileRouteBehaviour(source: IngressBehaviour, ingress = ""): RouteBehaviour {
   const out: { -readonly [K in keyof RouteBehaviour]: RouteBehaviour[K] } = { source };
+  if (source.limits !== undefined) out.limits = compileLimits(source.limits, ingress);
   if (source.allow !== undefined) out.allow = addressRule(createCidrMatcher(source.allow));
   if (source.deny !== undefined) out.deny = addressRule(createCidrMatcher(source.deny));
   if (source.cors !== undefined) out.cors = compileCors(source.cors);
   if (source.basicAuth !== undefined) out.basicAuth = compileBasicAuth(source.basicAuth);
   return Object.freeze(out);
+}
+
+/**
+ * The limits' zones, named after the Ingress (ingress-nginx makes one zone
+ * per Ingress and limit): bursts as ingress-nginx computes them (rate ×
+ * `limit-burst-multiplier`).
+ */
+function compileLimits(limits: RequestLimits, ingress: string): CompiledLimits {
+  const out: { -readonly [K in keyof CompiledLimits]: CompiledLimits[K] } = {};
+  if (limits.rps !== undefined) {
+    out.rps = {
+      zone: `${ingress} rps`,
+      perSecond: limits.rps,
+      burst: limits.rps * limits.burstMultiplier,
+    };
+  }
+  if (limits.rpm !== undefined) {
+    out.rpm = {
+      zone: `${ingress} rpm`,
+      perSecond: limits.rpm / 60,
+      burst: limits.rpm * limits.burstMultiplier,
+    };
+  }
+  if (limits.connections !== undefined) {
+    out.connections = { zone: `${ingress} conn`, limit: limits.connections };
+  }
+  if (limits.exempt !== undefined) out.exempt = addressRule(createCidrMatcher(limits.exempt));
+  return out;
 }
 
 function addressRule(matcher: CidrMatcher): AddressRule {

@@ -147,7 +147,7 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
   // Compiled once per Ingress, shared by its routes.
   const behaviours = new Map<string, RouteBehaviour>();
   for (const [ingress, behaviour] of Object.entries(translation.behaviours ?? {})) {
-    behaviours.set(ingress, compileRouteBehaviour(behaviour));
+    behaviours.set(ingress, compileRouteBehaviour(behaviour, ingress));
   }
 
   for (const route of translation.routes) {

@@ -234,16 +234,26 @@ export const NGINX_ANNOTATIONS: Readonly<Record<string, AnnotationEntry>> = Obje
         "backtrack without end is refused",
     ),
     // 9. Rate limits.
-    ...entries("Rate limits", "ignored", [
-      "limit-rps",
-      "limit-rpm",
-      "limit-connections",
-      "limit-burst-multiplier",
-      "limit-rate",
-      "limit-rate-after",
-      "limit-whitelist",
-      "limit-allowlist",
-    ], "not implemented yet: requests are not rate-limited"),
+    ...entries(
+      "Rate limits",
+      "served",
+      [
+        "limit-rps",
+        "limit-rpm",
+        "limit-connections",
+        "limit-burst-multiplier",
+        "limit-whitelist",
+        "limit-allowlist",
+      ],
+      "as ingress-nginx (limit_req with nodelay, limit_conn) per client address and replica, " +
+        "in bounded shared memory; the answer is --limit-status-code (503)",
+    ),
+    ...entries(
+      "Rate limits",
+      "ignored",
+      ["limit-rate", "limit-rate-after"],
+      "not implemented yet: responses are not throttled",
+    ),
     // 10. Other.
     ...entries("Other", "ignored", [
       "server-alias",

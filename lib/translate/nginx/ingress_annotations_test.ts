@@ -54,9 +54,9 @@ const CASES: readonly Case[] = [
       [`${N}limit-rps`]: "5",
       [`${N}enable-cors`]: "true",
     },
-    served: ["canary", "enable-cors", "proxy-body-size", "ssl-redirect"],
+    served: ["canary", "enable-cors", "limit-rps", "proxy-body-size", "ssl-redirect"],
     accepted: ["proxy-buffering"],
-    ignored: ["affinity", "backend-protocol", "limit-rps", "rewrite-target", "use-regex"],
+    ignored: ["affinity", "backend-protocol", "rewrite-target", "use-regex"],
   },
   {
     name: "external auth",

@@ -70,6 +70,22 @@ export interface IngressBehaviour {
   readonly cors?: CorsPolicy;
   /** `auth-type: basic` with `auth-secret`: requests without a listed user's password get 401. */
   readonly basicAuth?: BasicAuth;
+  /** `limit-rps`, `limit-rpm`, `limit-connections`: per client address, per replica. */
+  readonly limits?: RequestLimits;
+}
+
+/** ingress-nginx's request limits (nginx `limit_req … nodelay` and `limit_conn`). */
+export interface RequestLimits {
+  /** `limit-rps`: requests per second, with a burst of this × `burstMultiplier`. */
+  readonly rps?: number;
+  /** `limit-rpm`: requests per minute, with a burst of this × `burstMultiplier`. */
+  readonly rpm?: number;
+  /** `limit-burst-multiplier` (default 5). */
+  readonly burstMultiplier: number;
+  /** `limit-connections`: requests in flight at once. */
+  readonly connections?: number;
+  /** `limit-allowlist` (or `limit-whitelist`): client CIDRs the limits skip. */
+  readonly exempt?: readonly string[];
 }
 
 /** A served annotation whose value cannot be used. */
@@ -153,11 +169,36 @@ export function readIngressBehaviour(
   const cors = value("enable-cors", parseBool);
   if (cors === true) out.cors = readCors(value);
 
+  const limits = readLimits(value);
+  if (limits !== undefined) out.limits = limits;
+
   const auth = readBasicAuth(read, secrets ?? { namespace: "" });
   for (const p of auth.problems) problems.push(p);
   if (auth.basicAuth !== undefined) out.basicAuth = auth.basicAuth;
 
   return Object.keys(out).length === 0 ? { problems } : { behaviour: out, problems };
+}
+
+/** ingress-nginx (annotations/ratelimit): the limits apply when one of them is above zero. */
+function readLimits(
+  value: <T>(name: string, parse: (text: string) => Parsed<T>) => T | undefined,
+): RequestLimits | undefined {
+  const count = (text: string) => parseInteger(text, 0, 1_000_000);
+  const rps = value("limit-rps", count);
+  const rpm = value("limit-rpm", count);
+  const connections = value("limit-connections", count);
+  const burstMultiplier = value("limit-burst-multiplier", (t) => parseInteger(t, 1, 1_000)) ?? 5;
+  const exempt = value("limit-allowlist", parseCidrList) ??
+    value("limit-whitelist", parseCidrList);
+  const out: { -readonly [K in keyof RequestLimits]: RequestLimits[K] } = { burstMultiplier };
+  if (rps !== undefined && rps > 0) out.rps = rps;
+  if (rpm !== undefined && rpm > 0) out.rpm = rpm;
+  if (connections !== undefined && connections > 0) out.connections = connections;
+  if (out.rps === undefined && out.rpm === undefined && out.connections === undefined) {
+    return undefined;
+  }
+  if (exempt !== undefined) out.exempt = exempt;
+  return out;
 }
 
 function readCors(

@@ -31,6 +31,38 @@ interface Case {
 const CASES: readonly Case[] = [
   { name: "nothing set", annotations: {} },
   {
+    name: "limit-rps with the default burst multiplier of 5",
+    annotations: { "limit-rps": "10" },
+    behaviour: { limits: { rps: 10, burstMultiplier: 5 } },
+  },
+  {
+    name: "limit-rpm, limit-connections, a multiplier and an allowlist",
+    annotations: {
+      "limit-rpm": "300",
+      "limit-connections": "4",
+      "limit-burst-multiplier": "2",
+      "limit-whitelist": "10.0.0.0/8, 192.0.2.1",
+    },
+    behaviour: {
+      limits: { rpm: 300, burstMultiplier: 2, connections: 4, exempt: ["10.0.0.0/8", "192.0.2.1"] },
+    },
+  },
+  {
+    name: "limit-allowlist wins over its older name",
+    annotations: {
+      "limit-rps": "1",
+      "limit-allowlist": "10.0.0.0/8",
+      "limit-whitelist": "192.0.2.0/24",
+    },
+    behaviour: { limits: { rps: 1, burstMultiplier: 5, exempt: ["10.0.0.0/8"] } },
+  },
+  { name: "limits of zero limit nothing", annotations: { "limit-rps": "0", "limit-rpm": "0" } },
+  {
+    name: "a limit not a whole number",
+    annotations: { "limit-rps": "1.5", "limit-burst-multiplier": "x5" },
+    problems: ["limit-rps", "limit-burst-multiplier"],
+  },
+  {
     name: "ssl-redirect false and force-ssl-redirect true",
     annotations: { "ssl-redirect": "false", "force-ssl-redirect": "true" },
     behaviour: { sslRedirect: false, forceSslRedirect: true },
