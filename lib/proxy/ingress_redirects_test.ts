@@ -178,15 +178,8 @@ Deno.test("with --ssl-redirect=false a TLS host is served over HTTP, force-ssl-r
 
 Deno.test({
   name: "app-root redirects / even when another Ingress of the host serves /, as ingress-nginx",
-  // BUG (lib/proxy/ingress_steps.ts ingressAnswer, and the per-route behaviour in
-  // lib/routing/route_table.ts): ingress-nginx writes `if ($uri = /) { return 302 …; }` at the
-  // server level (nginx.tmpl, in the server block, for each location whose Ingress sets
-  // app-root), so `/` is redirected whichever Ingress's location `/` would select — including
-  // when the app-root Ingress itself has no `/` path (its paths are `/app` only). Sluice
-  // applies app-root only when the route `/` matches belongs to the app-root Ingress: here
-  // `GET /` reaches the `public` Ingress's backend (200) instead of 302 to /app.
-  // Expected: the app-root of any Ingress of a host applies to `/` of that host.
-  ignore: true,
+  // Was a difference: app-root applied only when the route of `/` was the app-root Ingress's.
+  // ingress-nginx writes `if ($uri = /) { return 302 …; }` in the server block, for the host.
   async fn() {
     await withAnnotatedWorld([
       { name: "public", host: "split.example.com", paths: ["/"] },

@@ -643,6 +643,15 @@ function route(
       return routeGateway(ctx, x, found, where);
     }
   }
+  if (where.matchPath === "/" && snapshot.routes.appRoot !== undefined) {
+    // ingress-nginx `app-root`, at server level: `/` of the host, whichever Ingress routes it.
+    const appRoot = snapshot.routes.appRoot(where.authority);
+    if (appRoot !== undefined) {
+      logAccess(ctx, x, 302);
+      const location = `${x.secure ? "https" : "http"}://${where.authority}${appRoot}`;
+      return new Response(null, { status: 302, headers: [["Location", location]] });
+    }
+  }
   const match = snapshot.routes.lookup(where.authority, where.matchPath);
   if (match === undefined) return refuse(ctx, x, 404, "no-route");
   x.match = match;

@@ -42,6 +42,11 @@ export interface RouteTable {
    * matches (Sluice answers 404).
    */
   lookup(host: string, path: string): Match | undefined;
+  /**
+   * Where `/` of `host` is redirected (ingress-nginx `app-root`, which applies
+   * to the whole host whichever Ingress routes `/`); absent or undefined: nowhere.
+   */
+  appRoot?(host: string): string | undefined;
 }
 
 /** A certificate and key ready to hand to a TLS handshake. */

@@ -327,6 +327,18 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
     issues: sortIssues(issues),
   };
   if (defaultBackend !== undefined) translation.defaultBackend = defaultBackend.backend.key;
+  // app-root is the host's (an nginx server's), from the first Ingress in precedence order.
+  const appRoots = new Map<string, string>();
+  for (const candidate of candidates) {
+    const appRoot = behaviours.get(candidate.ingress)?.appRoot;
+    if (appRoot === undefined || candidate.host === "" || appRoots.has(candidate.host)) continue;
+    appRoots.set(candidate.host, appRoot);
+  }
+  if (appRoots.size > 0) {
+    translation.appRoots = Object.fromEntries(
+      [...appRoots].sort(([a], [b]) => compareStrings(a, b)),
+    );
+  }
   // Only the Ingresses some route still comes from.
   const served = [...new Set(routes.map((r) => r.ingress))].filter((key) => behaviours.has(key));
   if (served.length > 0) {

@@ -180,6 +180,11 @@ export interface Translation {
    */
   readonly behaviours?: Readonly<Record<string, IngressBehaviour>>;
   /**
+   * ingress-nginx `app-root` by rule host (sorted): `/` of the host redirects
+   * there, whichever Ingress routes `/` (the oldest Ingress's, when several set it).
+   */
+  readonly appRoots?: Readonly<Record<string, string>>;
+  /**
    * The Gateway API translation (with `gatewayApi`): routes per listener port
    * and hostname, and the statuses the leader writes. Its backends are in
    * {@linkcode Translation.backends}, its problems in `issues` (its own `issues` is empty).
