@@ -48,15 +48,17 @@ const GATEWAY_SERVED_PORTS: readonly number[] = Object.freeze([80, 443]);
 const PATH_TYPE_ORDER = { Exact: 0, Prefix: 1, Default: 2 } as const;
 
 /**
- * Where the routes of an Ingress refused for its access-control annotations
- * lead: nowhere, so they answer 503. The key has no `/`, so no Service or
- * resource backend (`namespace/name…`) can share it.
+ * Where the routes of an Ingress refused for its annotations lead (access
+ * control Sluice does not enforce, or a served annotation whose value it
+ * cannot use): nowhere, so they answer 503. The key has no `/`, so no
+ * Service or resource backend (`namespace/name…`) can share it.
  */
 const REFUSED_BACKEND: Backend = Object.freeze({
-  key: "sluice:access-control-not-enforced",
+  key: "sluice:refused-annotations",
   service: "",
   endpoints: Object.freeze([]),
-  unavailable: "The Ingress asks for access control Sluice does not enforce",
+  unavailable:
+    "The Ingress's annotations ask for what Sluice does not enforce, or hold a value it cannot use",
 });
 
 function compareRoutes(a: Route, b: Route): number {

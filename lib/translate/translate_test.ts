@@ -283,9 +283,9 @@ Deno.test("translate() with a memo follows annotations being added, waived and r
   };
   const steps: [Ingress, boolean, string][] = [
     [plain, false, "good/web:80"],
-    [annotated, false, "sluice:access-control-not-enforced"],
+    [annotated, false, "sluice:refused-annotations"],
     [annotated, true, "good/web:80"],
-    [annotated, false, "sluice:access-control-not-enforced"],
+    [annotated, false, "sluice:refused-annotations"],
     [plain, false, "good/web:80"],
   ];
   for (const [ingress, ignoreAccessAnnotations, backend] of steps) {
@@ -311,10 +311,10 @@ Deno.test("translate() keeps the refused backend apart from a Service of the sam
     ...GOOD,
     ingresses: [GOOD_INGRESS, refused],
     services: [...GOOD.services, {
-      metadata: { namespace: "sluice", name: "access-control-not-enforced" },
+      metadata: { namespace: "sluice", name: "refused-annotations" },
       spec: { ports: [{ port: 80 }] },
     }],
-  }, { ...OPTIONS, defaultBackendService: "sluice/access-control-not-enforced" });
+  }, { ...OPTIONS, defaultBackendService: "sluice/refused-annotations" });
   const table = compileRouteTable(translation);
   assertEquals(table.lookup("good.test", "/admin")?.backend.endpoints, []);
   assertEquals(new Set(translation.backends.map((b) => b.key)).size, translation.backends.length);
