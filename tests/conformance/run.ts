@@ -26,7 +26,7 @@
  * failed on. Without `--check` the suite's own exit status is returned.
  *
  *   deno task conformance [--check] [--address 127.0.0.1] [--report docs/conformance/report.yaml]
- *                         [--run TestGatewayAPIConformance/HTTPRouteMultipleGateways] [--timeout 80m]
+ *                         [--run HTTPRouteMultipleGateways[,HTTPRouteRequestMirror]] [--timeout 80m]
  *
  * Needs root (ports 80 and 443, network namespaces) and Go.
  *
@@ -82,6 +82,16 @@ async function applyCrds(client: KubeClient): Promise<number> {
  * 4 base ones, and Gateways of earlier tests may still be going away.
  */
 const GATEWAY_ADDRESSES = Array.from({ length: 32 }, (_, i) => `127.0.10.${i + 1}`);
+
+/**
+ * The `go test -run` pattern of `--run`: the suite's test names (comma-separated), each whole,
+ * under the Go test that runs them; a value with a `/` or starting with `Test` is Go's already.
+ */
+export function goTestPattern(run: string): string {
+  if (run.includes("/") || run.startsWith("Test")) return run;
+  const names = run.split(",").map((n) => n.trim()).filter((n) => /^[A-Za-z0-9]+$/.test(n));
+  return `TestGatewayAPIConformance/^(${names.join("|")})$`;
+}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -149,7 +159,7 @@ async function main(): Promise<number> {
         "-count=1",
         `-timeout=${values.timeout}`,
         "-v",
-        ...(values.run === undefined ? [] : ["-run", values.run]),
+        ...(values.run === undefined ? [] : ["-run", goTestPattern(values.run)]),
         "./...",
         "-args",
         `--report-output=${report}`,

@@ -5,7 +5,7 @@
  * @module
  */
 import { assertEquals } from "../support/assert.ts";
-import { compareReports } from "./run.ts";
+import { compareReports, goTestPattern } from "./run.ts";
 
 function report(
   core: string[],
@@ -61,4 +61,17 @@ Deno.test("compareReports() fails new failures, fewer passes and dropped feature
   for (const [name, fresh, regressions, known] of cases) {
     assertEquals(compareReports(checkedIn, fresh), { regressions, known }, name);
   }
+});
+
+Deno.test("goTestPattern() runs the suite's tests by whole name, or takes Go's pattern as given", () => {
+  const cases: [string, string][] = [
+    ["HTTPRouteRequestMirror", "TestGatewayAPIConformance/^(HTTPRouteRequestMirror)$"],
+    [
+      "HTTPRouteMultipleGateways, HTTPRouteWeight",
+      "TestGatewayAPIConformance/^(HTTPRouteMultipleGateways|HTTPRouteWeight)$",
+    ],
+    ["TestGatewayAPIConformance/HTTPRoute", "TestGatewayAPIConformance/HTTPRoute"],
+    ["TestGatewayAPIConformance", "TestGatewayAPIConformance"],
+  ];
+  for (const [run, pattern] of cases) assertEquals(goTestPattern(run), pattern, run);
 });
