@@ -704,6 +704,7 @@ function valueName(flag: FlagSpec): string {
 export function helpText(cpus: number): string {
   const lines = [
     "Usage: sluice [flags]",
+    "       sluice migrate-check [--kubeconfig FILE | --manifests PATH] (see its --help)",
     "",
     "Sluice, a Kubernetes Ingress controller. Every flag can also be set through the",
     "environment variable shown; a flag on the command line wins.",
