@@ -1,14 +1,19 @@
 /**
  * The safety net of `http_route_memo.ts`: over every Gateway API fixture,
- * processing HTTPRoutes with a memo kept across changes equals processing
- * them from scratch, after each object is replaced by an edited copy,
- * deleted and put back; and the memo reuses, or recompiles, exactly what it
- * should.
+ * processing HTTPRoutes (and the whole `translate()`) with a memo kept across
+ * changes equals processing them from scratch, after each object is replaced
+ * by an edited copy, deleted and put back; and the memo reuses, or
+ * recompiles, exactly what it should.
  */
 import { parseAllDocuments } from "yaml";
 import { assert, assertEquals } from "../../../tests/support/assert.ts";
 import type { KubeObject, Service } from "../../k8s/objects.ts";
+import type { Kind } from "../../store/matters.ts";
+import { ObjectStore } from "../../store/object_store.ts";
+import { createCertificateInspector } from "../../tls/certificate_inspector.ts";
 import { DEFAULT_CONTROLLER_NAME } from "../class_selection.ts";
+import { translate } from "../translate.ts";
+import { createTranslationMemo } from "../translation_memo.ts";
 import { type Issue, sortIssues } from "../issues.ts";
 import { processGatewayClasses } from "./gateway_classes.ts";
 import { processGateways } from "./gateways.ts";
@@ -148,6 +153,38 @@ Deno.test("processHttpRoutes() with a memo kept across changes equals processing
     }
   }
   assert(compared > 200, `only ${compared} comparisons made`);
+});
+
+Deno.test("translate() with a memo kept across changes equals translate() from scratch, for every gateway fixture", async () => {
+  const inspectCertificate = createCertificateInspector();
+  let compared = 0;
+  let routed = 0;
+  for (const fixture of await readFixtures()) {
+    const store = new ObjectStore();
+    const put = ({ kind, object }: Entry) => store.upsert(kind as Kind, object);
+    fixture.objects.forEach(put);
+    const memo = createTranslationMemo();
+    const check = (label: string) => {
+      const options = { gatewayApi: true, now: Date.parse(NOW), inspectCertificate };
+      const fresh = translate(store.objects(), options);
+      assertEquals(translate(store.objects(), { ...options, memo }), fresh, label);
+      assertEquals(translate(store.objects(), { ...options, memo }), fresh, `${label}, again`);
+      compared++;
+      if ((fresh.gateway?.routes.length ?? 0) > 0) routed++;
+    };
+    check(`${fixture.name}: as loaded`);
+    for (const entry of fixture.objects) {
+      const label = `${fixture.name}: ${entry.kind} ${entry.object.metadata?.name ?? ""}`;
+      put(edited(entry));
+      check(`${label} edited`);
+      store.delete(entry.kind as Kind, entry.object);
+      check(`${label} deleted`);
+      put(entry);
+      check(`${label} restored`);
+    }
+  }
+  assert(compared > 200, `only ${compared} comparisons made`);
+  assert(routed > 100, `only ${routed} translations with Gateway API routes`);
 });
 
 const web = (port: number): Service => ({
