@@ -248,6 +248,7 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
         ...(options.controllerName !== undefined ? { controllerName: options.controllerName } : {}),
         supportedFeatures: options.gatewaySupportedFeatures ?? [],
         servedPorts: GATEWAY_SERVED_PORTS,
+        ...(options.memo === undefined ? {} : { memo: options.memo.httpRoutes }),
         ...(options.gatewayAddresses === undefined
           ? {}
           : { gatewayAddresses: options.gatewayAddresses }),

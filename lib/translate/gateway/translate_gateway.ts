@@ -75,6 +75,7 @@ export function translateGateway(
     issues.push({ kind: "Gateway", namespace: g.namespace, name: g.name, field: "", message });
   }
   const routes = processHttpRoutes(objects.httpRoutes ?? [], {
+    memo: options.memo,
     controllerName,
     gateways: new Map(gateways.map((g) => [g.key, g])),
     namespaceLabels,

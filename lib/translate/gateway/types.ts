@@ -13,6 +13,7 @@
 
 import type { KubeObject, Secret, Service } from "../../k8s/objects.ts";
 import type { Issue } from "../issues.ts";
+import type { HttpRouteMemo } from "./http_route_memo.ts";
 
 export type { Issue };
 
@@ -187,6 +188,8 @@ export interface GatewayTranslateOptions {
    * Absent or empty: every Gateway is served on the main listeners.
    */
   readonly gatewayAddresses?: readonly string[];
+  /** HTTPRoutes compiled by earlier translations of the same store (`http_route_memo.ts`). */
+  readonly memo?: HttpRouteMemo;
 }
 
 // ---------------------------------------------------------------------------
