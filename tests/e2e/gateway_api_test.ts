@@ -50,10 +50,19 @@ function routeRules(prefix: string) {
   }];
 }
 
-Deno.test("Gateway API: an HTTPRoute on a Gateway of Sluice's GatewayClass is served, followed when it changes, and the leader writes every status", async () => {
-  const world = await e2eWorld("e2e-gateway");
-  const { admin, ns, at, controllerName, credentials } = world;
-  await using host = await createTestHost({ name: "gw-pod" });
+/**
+ * Runs `body` in an e2e world with the Gateway API CRDs installed, the `web`
+ * echo backend and a GatewayClass of Sluice's named after the namespace;
+ * removes the class and the CRDs afterwards (the cluster is shared, and other
+ * tests check Sluice without them).
+ */
+async function withGatewayWorld(
+  name: string,
+  body: (world: Awaited<ReturnType<typeof e2eWorld>>) => Promise<void>,
+): Promise<void> {
+  const world = await e2eWorld(name);
+  const { admin, ns, at, controllerName } = world;
+  await using host = await createTestHost({ name: `${name.slice(0, 8)}-pod` });
   try {
     await installGatewayApiCrds(admin.client);
     await webBackend(admin.client, at, host);
@@ -63,6 +72,17 @@ Deno.test("Gateway API: an HTTPRoute on a Gateway of Sluice's GatewayClass is se
       metadata: { name: ns },
       spec: { controllerName },
     });
+    await body(world);
+  } finally {
+    await admin.client.delete(GATEWAY_CLASSES, { name: ns }).catch(() => {});
+    await removeGatewayApiCrds(admin.client);
+    await world.close();
+  }
+}
+
+Deno.test("Gateway API: an HTTPRoute on a Gateway of Sluice's GatewayClass is served, followed when it changes, and the leader writes every status", async () => {
+  await withGatewayWorld("e2e-gateway", async (world) => {
+    const { admin, ns, at, controllerName, credentials } = world;
     await admin.client.create(GATEWAYS, at, {
       apiVersion: API,
       kind: "Gateway",
@@ -174,37 +194,23 @@ Deno.test("Gateway API: an HTTPRoute on a Gateway of Sluice's GatewayClass is se
         "no errors logged",
       );
     });
-  } finally {
-    await admin.client.delete(GATEWAY_CLASSES, { name: ns }).catch(() => {});
-    await removeGatewayApiCrds(admin.client);
-    await world.close();
-  }
+  });
 });
 
 Deno.test("Gateway API: with --gateway-addresses each Gateway is served on its own address, with its own routes only", async () => {
-  const world = await e2eWorld("e2e-gateway-addresses");
-  const { admin, ns, at, controllerName, credentials } = world;
-  await using host = await createTestHost({ name: "gw-addr-pod" });
-  const gateway = (name: string) => ({
-    apiVersion: API,
-    kind: "Gateway",
-    metadata: { name },
-    spec: { gatewayClassName: ns, listeners: [{ name: "http", port: 80, protocol: "HTTP" }] },
-  });
-  const route = (name: string, parents: string[], prefix: string) => ({
-    apiVersion: API,
-    kind: "HTTPRoute",
-    metadata: { name },
-    spec: { parentRefs: parents.map((p) => ({ name: p })), rules: routeRules(prefix) },
-  });
-  try {
-    await installGatewayApiCrds(admin.client);
-    await webBackend(admin.client, at, host);
-    await admin.client.create(GATEWAY_CLASSES, {}, {
+  await withGatewayWorld("e2e-gateway-addresses", async (world) => {
+    const { admin, ns, at, controllerName, credentials } = world;
+    const gateway = (name: string) => ({
       apiVersion: API,
-      kind: "GatewayClass",
-      metadata: { name: ns },
-      spec: { controllerName },
+      kind: "Gateway",
+      metadata: { name },
+      spec: { gatewayClassName: ns, listeners: [{ name: "http", port: 80, protocol: "HTTP" }] },
+    });
+    const route = (name: string, parents: string[], prefix: string) => ({
+      apiVersion: API,
+      kind: "HTTPRoute",
+      metadata: { name },
+      spec: { parentRefs: parents.map((p) => ({ name: p })), rules: routeRules(prefix) },
     });
     await admin.client.create(GATEWAYS, at, gateway("first"));
     await admin.client.create(HTTP_ROUTES, at, route("shared", ["first", "second"], "/shared"));
@@ -289,9 +295,5 @@ Deno.test("Gateway API: with --gateway-addresses each Gateway is served on its o
         "no errors logged",
       );
     });
-  } finally {
-    await admin.client.delete(GATEWAY_CLASSES, { name: ns }).catch(() => {});
-    await removeGatewayApiCrds(admin.client);
-    await world.close();
-  }
+  });
 });
