@@ -38,7 +38,7 @@ import { type BasicAuthVerifier, createBasicAuthVerifier } from "./basic_auth.ts
 import { choosesCanary } from "../routing/canary_choice.ts";
 import { requestCookie } from "./request_cookies.ts";
 import { ClientLimits, type RateZone, zoneId } from "./client_limits.ts";
-import type { CompiledLimits, RateLimit } from "../routing/route_behaviour.ts";
+import type { CompiledLimits, RateLimit, RouteBehaviour } from "../routing/route_behaviour.ts";
 import { createCidrMatcher, normalizeIp } from "../net/cidr.ts";
 import { requestHeaderList } from "../upstream/deno_internal.ts";
 import { parseContentLength } from "../upstream/http1.ts";
@@ -333,6 +333,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       }
     }
     if (x.gateway !== undefined) head = gatewayRequestFilters(x, x.gateway, head);
+    else if (routed.behaviour !== undefined) head = ingressRequestFields(routed.behaviour, head);
     let body = requestBody(x, req);
     if (body instanceof Promise) {
       try {
@@ -843,6 +844,21 @@ function routeGateway(
 }
 
 /** Request filters of an HTTPRoute entry, in order: header modifiers and URL rewrites. */
+/**
+ * The request fields an Ingress's annotations set (nginx `proxy_set_header`,
+ * replacing the client's): `upstream-vhost` as `Host`, `x-forwarded-prefix`.
+ */
+function ingressRequestFields(behaviour: RouteBehaviour, head: ForwardedRequest): ForwardedRequest {
+  const { upstreamVhost, forwardedPrefix } = behaviour.source;
+  if (upstreamVhost === undefined && forwardedPrefix === undefined) return head;
+  const set: { name: string; value: string }[] = [];
+  if (upstreamVhost !== undefined) set.push({ name: "host", value: upstreamVhost });
+  if (forwardedPrefix !== undefined) {
+    set.push({ name: "x-forwarded-prefix", value: forwardedPrefix });
+  }
+  return { ...head, headers: modifyHeaders(head.headers, { set, add: [], remove: [] }) };
+}
+
 function gatewayRequestFilters(
   x: ProxiedRequest,
   found: GatewayMatch,

@@ -90,7 +90,7 @@ export const NGINX_ANNOTATIONS: Readonly<Record<string, AnnotationEntry>> = Obje
     ...entries(
       "Paths and rewrites",
       "ignored",
-      ["use-regex", "rewrite-target", "x-forwarded-prefix", "preserve-trailing-slash"],
+      ["use-regex", "rewrite-target", "preserve-trailing-slash"],
       "not implemented yet: paths are matched and forwarded as written",
     ),
     // 3. Backend protocol.
@@ -103,10 +103,21 @@ export const NGINX_ANNOTATIONS: Readonly<Record<string, AnnotationEntry>> = Obje
       "proxy-ssl-ciphers",
       "proxy-ssl-protocols",
       "proxy-ssl-verify-depth",
-      "upstream-vhost",
       "service-upstream",
       "proxy-http-version",
     ], "not implemented yet: backends are reached over HTTP/1.1, by endpoint"),
+    ...entries(
+      "Paths and rewrites",
+      "served",
+      ["x-forwarded-prefix"],
+      "as ingress-nginx: sent to the backend as X-Forwarded-Prefix (a path)",
+    ),
+    ...entries(
+      "Backend protocol",
+      "served",
+      ["upstream-vhost"],
+      "as ingress-nginx: the Host the backend is sent (a host name and optional port)",
+    ),
     // 4. Limits and timeouts.
     ...entries("Limits and timeouts", "served", ["proxy-body-size"], "as ingress-nginx (413)"),
     ...entries("Limits and timeouts", "ignored", [

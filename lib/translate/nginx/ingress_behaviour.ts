@@ -72,6 +72,10 @@ export interface IngressBehaviour {
   readonly basicAuth?: BasicAuth;
   /** `limit-rps`, `limit-rpm`, `limit-connections`: per client address, per replica. */
   readonly limits?: RequestLimits;
+  /** `upstream-vhost`: the `Host` the backend is sent (nginx `proxy_set_header Host`). */
+  readonly upstreamVhost?: string;
+  /** `x-forwarded-prefix`: sent as `X-Forwarded-Prefix` (nginx `proxy_set_header`). */
+  readonly forwardedPrefix?: string;
 }
 
 /** ingress-nginx's request limits (nginx `limit_req … nodelay` and `limit_conn`). */
@@ -169,6 +173,11 @@ export function readIngressBehaviour(
   const cors = value("enable-cors", parseBool);
   if (cors === true) out.cors = readCors(value);
 
+  const vhost = value("upstream-vhost", parseVhost);
+  if (vhost !== undefined) out.upstreamVhost = vhost;
+  const prefix = value("x-forwarded-prefix", parsePrefix);
+  if (prefix !== undefined) out.forwardedPrefix = prefix;
+
   const limits = readLimits(value);
   if (limits !== undefined) out.limits = limits;
 
@@ -177,6 +186,22 @@ export function readIngressBehaviour(
   if (auth.basicAuth !== undefined) out.basicAuth = auth.basicAuth;
 
   return Object.keys(out).length === 0 ? { problems } : { behaviour: out, problems };
+}
+
+/** A path of RFC 3986 path characters (no quotes, spaces or controls). */
+function parsePrefix(text: string): Parsed<string> {
+  return /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,1024}$/.test(text)
+    ? { value: text }
+    : { problem: `${JSON.stringify(text)} is not a path` };
+}
+
+/** A host name or address with an optional port, as a `Host` field holds it (no nginx variables). */
+function parseVhost(text: string): Parsed<string> {
+  return /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$/.test(
+      text,
+    )
+    ? { value: text }
+    : { problem: `${JSON.stringify(text)} is not a host name with an optional port` };
 }
 
 /** ingress-nginx (annotations/ratelimit): the limits apply when one of them is above zero. */

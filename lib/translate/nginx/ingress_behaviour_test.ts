@@ -31,6 +31,21 @@ interface Case {
 const CASES: readonly Case[] = [
   { name: "nothing set", annotations: {} },
   {
+    name: "upstream-vhost and x-forwarded-prefix",
+    annotations: { "upstream-vhost": "internal.example.com:8080", "x-forwarded-prefix": "/api" },
+    behaviour: { upstreamVhost: "internal.example.com:8080", forwardedPrefix: "/api" },
+  },
+  {
+    name: "upstream-vhost an nginx variable, x-forwarded-prefix not a path",
+    annotations: { "upstream-vhost": "$host", "x-forwarded-prefix": "api" },
+    problems: ["upstream-vhost", "x-forwarded-prefix"],
+  },
+  {
+    name: "upstream-vhost with a space, x-forwarded-prefix with a quote",
+    annotations: { "upstream-vhost": "a.example b", "x-forwarded-prefix": '/a"b' },
+    problems: ["upstream-vhost", "x-forwarded-prefix"],
+  },
+  {
     name: "limit-rps with the default burst multiplier of 5",
     annotations: { "limit-rps": "10" },
     behaviour: { limits: { rps: 10, burstMultiplier: 5 } },
