@@ -16,7 +16,11 @@
 import type { Ingress, Secret } from "../k8s/objects.ts";
 import { LEGACY_CLASS_ANNOTATION } from "../translate/class_selection.ts";
 import { annotationEntry } from "../translate/nginx/catalogue.ts";
-import { judgeAnnotations, NGINX_PREFIX } from "../translate/nginx/ingress_annotations.ts";
+import {
+  annotationReader,
+  judgeAnnotations,
+  NGINX_PREFIX,
+} from "../translate/nginx/ingress_annotations.ts";
 import { readIngressBehaviour } from "../translate/nginx/ingress_behaviour.ts";
 
 /** What Sluice does with one annotation of one Ingress. */
@@ -161,10 +165,7 @@ export function checkIngress(
   });
 
   const values = nginxAnnotations(annotations);
-  const { problems } = readIngressBehaviour((short) => {
-    const value = values.get(NGINX_PREFIX + short);
-    return value === undefined || value === "" ? undefined : value;
-  }, { namespace, ...secrets });
+  const { problems } = readIngressBehaviour(annotationReader(values), { namespace, ...secrets });
   const problemOf = new Map(problems.map((p) => [NGINX_PREFIX + p.annotation, p.problem]));
 
   const checks: AnnotationCheck[] = [];

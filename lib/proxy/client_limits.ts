@@ -110,33 +110,37 @@ export class ClientLimits {
   }
 
   /**
-   * A request from `address` in zone `id` begins: true when fewer than
-   * `limit` were in flight (it is then counted until {@linkcode leave}).
+   * A request from `address` in zone `id` begins: a ticket for
+   * {@linkcode leave} when fewer than `limit` were in flight (it is counted
+   * until then), or undefined when refused. Also refused when every slot of
+   * its window counts another client's requests in flight: it is never
+   * counted in someone else's slot.
    */
-  enter(id: number, address: string, limit: number): boolean {
+  enter(id: number, address: string, limit: number): number | undefined {
     const now = this.#now();
-    const slot = this.#lock(id, address, now);
+    const slot = this.#lock(id, address, now, false);
+    if (slot < 0) return undefined;
     const w = this.#words;
     try {
-      if (w[slot + IN_FLIGHT]! >= limit) return false;
+      if (w[slot + IN_FLIGHT]! >= limit) return undefined;
       w[slot + IN_FLIGHT] = w[slot + IN_FLIGHT]! + 1;
       w[slot + LAST] = now;
-      return true;
+      return slot;
     } finally {
       this.#unlock(slot);
     }
   }
 
-  /** A request {@linkcode enter} admitted ended. */
-  leave(id: number, address: string): void {
-    const now = this.#now();
-    const slot = this.#lock(id, address, now);
+  /** The request {@linkcode enter} gave `ticket` ended: its slot counts one request fewer. */
+  leave(ticket: number): void {
     const w = this.#words;
+    spinLock(w, ticket);
     try {
-      if (w[slot + IN_FLIGHT]! > 0) w[slot + IN_FLIGHT] = w[slot + IN_FLIGHT]! - 1;
-      w[slot + LAST] = now;
+      // The slot cannot have been given to another client: it had a request in flight.
+      if (w[ticket + IN_FLIGHT]! > 0) w[ticket + IN_FLIGHT] = w[ticket + IN_FLIGHT]! - 1;
+      w[ticket + LAST] = this.#now();
     } finally {
-      this.#unlock(slot);
+      this.#unlock(ticket);
     }
   }
 
@@ -150,7 +154,7 @@ export class ClientLimits {
    * in the window, else the one idle longest without requests in flight
    * (reset for the newcomer). Returns the index of its first word.
    */
-  #lock(id: number, address: string, now: number): number {
+  #lock(id: number, address: string, now: number, share = true): number {
     const key = (fnv(address, id >>> 0) | 1) | 0;
     const home = key & this.#mask;
     const w = this.#words;
@@ -180,6 +184,7 @@ export class ClientLimits {
     }
     // Every slot in the window holds another client: evict the one idle longest
     // (or, when all have requests in flight, the home slot's neighbour is shared).
+    if (reuse < 0 && !share) return -1;
     const slot = reuse >= 0 ? reuse : home * WORDS;
     spinLock(w, slot);
     if (w[slot + KEY] !== key && w[slot + IN_FLIGHT] === 0) reset(w, slot, key, now);
@@ -191,9 +196,18 @@ export class ClientLimits {
   }
 }
 
+/** Spins this long (about a second) before taking a lock whose holder must have died. */
+const MAX_SPINS = 50_000_000;
+
 function spinLock(w: Int32Array, slot: number): void {
+  let spins = 0;
   while (Atomics.compareExchange(w, slot + LOCK, 0, 1) !== 0) {
-    // Held for a few instructions by another worker: spin.
+    // Held for a few instructions by another worker: spin. A worker terminated inside those
+    // instructions never lets go: take the lock over rather than hang this one.
+    if (++spins > MAX_SPINS) {
+      Atomics.store(w, slot + LOCK, 1);
+      return;
+    }
   }
 }
 

@@ -91,12 +91,13 @@ Deno.test("a refused request does not fill the bucket further", () => {
 Deno.test("enter() and leave() bound the requests in flight per client", () => {
   const limits = new ClientLimits({ slotBits: 8 });
   const zone = zoneId("ns/web conn");
-  assert(limits.enter(zone, "192.0.2.1", 2));
-  assert(limits.enter(zone, "192.0.2.1", 2));
-  assert(!limits.enter(zone, "192.0.2.1", 2), "a third at once is refused");
-  assert(limits.enter(zone, "192.0.2.2", 2), "another client is not");
-  limits.leave(zone, "192.0.2.1");
-  assert(limits.enter(zone, "192.0.2.1", 2), "one left, one more may enter");
+  const first = limits.enter(zone, "192.0.2.1", 2);
+  assert(first !== undefined);
+  assert(limits.enter(zone, "192.0.2.1", 2) !== undefined);
+  assertEquals(limits.enter(zone, "192.0.2.1", 2), undefined, "a third at once is refused");
+  assert(limits.enter(zone, "192.0.2.2", 2) !== undefined, "another client is not");
+  limits.leave(first);
+  assert(limits.enter(zone, "192.0.2.1", 2) !== undefined, "one left, one more may enter");
 });
 
 Deno.test("a flood of distinct addresses keeps memory fixed and never evicts a client with requests in flight", () => {
@@ -113,9 +114,13 @@ Deno.test("a flood of distinct addresses keeps memory fixed and never evicts a c
   assertEquals(limits.slots, 1024);
   // A client in flight is never evicted.
   const conn = zoneId("ns/web conn");
-  assert(limits.enter(conn, "198.51.100.8", 1));
+  assert(limits.enter(conn, "198.51.100.8", 1) !== undefined);
   for (let i = 0; i < 50_000; i++) limits.admit(zone, `172.16.${(i >> 8) & 255}.${i & 255}`);
-  assert(!limits.enter(conn, "198.51.100.8", 1), "still counted in flight after the flood");
+  assertEquals(
+    limits.enter(conn, "198.51.100.8", 1),
+    undefined,
+    "still counted in flight after the flood",
+  );
 });
 
 Deno.test("two threads share one table through its buffer", async () => {
@@ -142,4 +147,21 @@ Deno.test("two threads share one table through its buffer", async () => {
     worker.terminate();
     URL.revokeObjectURL(url);
   }
+});
+
+Deno.test("a client is never counted in another's slot: with its window full of requests in flight it is refused, and nothing leaks", () => {
+  // 8 slots: one window. Eight clients with a request in flight fill it.
+  const limits = new ClientLimits({ slotBits: 3 });
+  const zone = zoneId("ns/web conn");
+  const tickets = Array.from({ length: 8 }, (_, i) => limits.enter(zone, `10.0.0.${i}`, 1));
+  assert(tickets.every((t) => t !== undefined));
+  assertEquals(limits.enter(zone, "10.0.1.1", 1), undefined, "the ninth is refused");
+  for (const ticket of tickets) limits.leave(ticket!);
+  // Every slot is free again: each client may enter once more, and the newcomer too.
+  for (let i = 0; i < 8; i++) {
+    const again = limits.enter(zone, `10.0.0.${i}`, 1);
+    assert(again !== undefined, `10.0.0.${i}`);
+    limits.leave(again);
+  }
+  assert(limits.enter(zone, "10.0.1.1", 1) !== undefined);
 });

@@ -768,9 +768,9 @@ function admitted(ctx: HandlerContext, x: ProxiedRequest, limits: CompiledLimits
   if (limits.rpm !== undefined && !table.admit(rateZone(limits.rpm), client)) return false;
   const connections = limits.connections;
   if (connections !== undefined) {
-    const id = zoneIdOf(connections.zone);
-    if (!table.enter(id, client, connections.limit)) return false;
-    x.leave = () => table.leave(id, client);
+    const ticket = table.enter(zoneIdOf(connections.zone), client, connections.limit);
+    if (ticket === undefined) return false;
+    x.leave = () => table.leave(ticket);
   }
   return true;
 }

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { RouteCanary } from "../translate/nginx/canary.ts";
+import { MAX_CANARY_HEADER, type RouteCanary } from "../translate/nginx/canary.ts";
 import type { Backend } from "../translate/backend.ts";
 
 /** A route's canary, compiled. */
@@ -49,7 +49,7 @@ export function choosesCanary(canary: CompiledCanary, request: CanaryRequest): b
       if (rule.headerValue !== undefined) {
         if (value === rule.headerValue) return true;
       } else if (canary.pattern !== undefined) {
-        if (canary.pattern.test(value)) return true;
+        if (value.length <= MAX_CANARY_HEADER && canary.pattern.test(value)) return true;
       } else if (value === "always") return true;
       else if (value === "never") return false;
     }

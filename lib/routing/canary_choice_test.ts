@@ -53,6 +53,12 @@ Deno.test("choosesCanary() follows ingress-nginx's order: header, then cookie, t
       { header: "ab" },
       false,
     ],
+    [
+      "a header longer than 1,024 never matches a pattern",
+      { ...byHeader, headerPattern: "^be" },
+      { header: "be" + "x".repeat(1024) },
+      false,
+    ],
     ["no header: the weight decides", { ...byHeader, weight: 100 }, {}, true],
     ["cookie never beats the weight", { ...byCookie, weight: 100 }, { cookie: "never" }, false],
     [

@@ -135,11 +135,12 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
         name: ingress.name,
         field: `metadata.annotations.${NGINX_PREFIX}${canary.problem.annotation}`,
         message:
-          `Cannot serve canary Ingress "${ingress.key}": annotation "${NGINX_PREFIX}${canary.problem.annotation}": ${canary.problem.problem}, so it is not served`,
+          `Cannot serve Ingress "${ingress.key}": annotation "${NGINX_PREFIX}${canary.problem.annotation}": ${canary.problem.problem}, so its routes answer 503`,
       });
-      continue;
-    }
-    if (canary.rule !== undefined) {
+      // Fail closed, as for any invalid annotation: dropping its routes could let a request
+      // for a protected path fall through to another Ingress's.
+      refused.add(ingress.key);
+    } else if (canary.rule !== undefined) {
       // A refused canary is not served: its main Ingress's routes serve alone.
       if (refused.has(ingress.key)) continue;
       canaries.set(ingress.key, canary.rule);

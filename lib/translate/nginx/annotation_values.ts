@@ -159,6 +159,8 @@ export function parsePath(text: string): Parsed<string> {
   if (!text.startsWith("/") || text.startsWith("//")) {
     return no(`${q(text)} is not an absolute path`);
   }
+  // It goes into a `Location` field, which holds printable ASCII only (escape the rest).
+  if (/[^\x21-\x7e]/.test(text)) return no(`${q(text)} holds characters other than ASCII`);
   return ok(text);
 }
 

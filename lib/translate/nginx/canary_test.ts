@@ -48,11 +48,27 @@ Deno.test("readCanary() reads the canary annotations with strict grammars", () =
 
 Deno.test("readCanary() refuses header patterns that are invalid or may backtrack without end", () => {
   const base = { canary: "true", "canary-by-header": "x-canary" };
-  for (const pattern of ["(a+)+$", "(a|aa)*b", "(x*)*", "(a)\\1", "[", "x".repeat(257)]) {
+  for (
+    const pattern of [
+      "(a+)+$",
+      "(a|aa)*b",
+      "(x*)*",
+      "(a)\\1",
+      "[",
+      "x".repeat(257),
+      // Found by review: nested groups and several unbounded repetitions.
+      "((a+))+$",
+      "((a)+)+$",
+      "((a*)b?)+$",
+      "a*a*a*a*a*a*b",
+    ]
+  ) {
     const result = read({ ...base, "canary-by-header-pattern": pattern });
     assertEquals(result.problem?.annotation, "canary-by-header-pattern", pattern);
   }
-  for (const pattern of ["^beta$", "^(alpha|beta)$", "v[0-9]+", "^user-[a-z]{1,8}$"]) {
+  for (
+    const pattern of ["^beta$", "^(alpha|beta)$", "v[0-9]+", "^user-[a-z]{1,8}$", "(ab)?c+"]
+  ) {
     assertEquals(
       read({ ...base, "canary-by-header-pattern": pattern }).rule?.headerPattern,
       pattern,

@@ -26,6 +26,33 @@ import { type IngressBehaviour, readIngressBehaviour } from "./ingress_behaviour
 /** The annotation prefix of ingress-nginx (its `--annotations-prefix` default). */
 export const NGINX_PREFIX = "nginx.ingress.kubernetes.io/";
 
+/**
+ * What the served annotations' parsers read of an Ingress's ingress-nginx
+ * annotations (by full name, values as text): the value by short name,
+ * undefined when unset. An empty value is unset, except where access control
+ * would then silently be off: ingress-nginx reads an empty value as invalid,
+ * and so refuses the location.
+ */
+export function annotationReader(
+  text: ReadonlyMap<string, string>,
+): (annotation: string) => string | undefined {
+  return (annotation) => {
+    const value = text.get(NGINX_PREFIX + annotation);
+    if (value === "") return EMPTY_IS_INVALID.has(annotation) ? "" : undefined;
+    return value;
+  };
+}
+
+/** Served access-control annotations whose empty value is invalid (not unset). */
+const EMPTY_IS_INVALID: ReadonlySet<string> = new Set([
+  "whitelist-source-range",
+  "allowlist-source-range",
+  "denylist-source-range",
+  "auth-type",
+  "auth-secret",
+  "auth-secret-type",
+]);
+
 /** How many annotation names one issue lists before it says how many more there are. */
 const MAX_LISTED = 20;
 
@@ -132,10 +159,7 @@ export function judgeAnnotations(
   const issues: Issue[] = [];
 
   const text = new Map(values);
-  const { behaviour, problems } = readIngressBehaviour((annotation) => {
-    const value = text.get(NGINX_PREFIX + annotation);
-    return value === undefined || value === "" ? undefined : value;
-  }, {
+  const { behaviour, problems } = readIngressBehaviour(annotationReader(text), {
     namespace,
     secret: options.secret,
     allowCrossNamespaceSecrets: options.allowCrossNamespaceSecrets,

@@ -399,3 +399,44 @@ Deno.test("judgeAnnotations() lists at most 20 names and counts the rest", () =>
   assert(served.issues[0]!.message.endsWith(`${N}global-auth-19 and 5 more`));
   assert(served.issues[0]!.message.length < 3000, `${served.issues[0]!.message.length} characters`);
 });
+
+// Found by review: an empty allowlist served the protected Ingress to everyone.
+Deno.test("judgeAnnotations() refuses an empty value of a served access-control annotation, as ingress-nginx", () => {
+  for (
+    const name of [
+      "whitelist-source-range",
+      "allowlist-source-range",
+      "denylist-source-range",
+      "auth-type",
+    ]
+  ) {
+    const verdict = judgeAnnotations({
+      namespace: "shop",
+      name: "admin",
+      annotations: { [`nginx.ingress.kubernetes.io/${name}`]: "" },
+    });
+    assertEquals(verdict.refused, true, name);
+  }
+  // With basic auth on, an empty Secret name or type too (without auth-type they mean nothing).
+  for (const name of ["auth-secret", "auth-secret-type"]) {
+    const verdict = judgeAnnotations({
+      namespace: "shop",
+      name: "admin",
+      annotations: {
+        "nginx.ingress.kubernetes.io/auth-type": "basic",
+        "nginx.ingress.kubernetes.io/auth-secret": "users",
+        [`nginx.ingress.kubernetes.io/${name}`]: "",
+      },
+    });
+    assertEquals(verdict.refused, true, name);
+  }
+  // Elsewhere an empty value is unset.
+  for (const name of ["ssl-redirect", "proxy-body-size", "enable-cors", "auth-url"]) {
+    const verdict = judgeAnnotations({
+      namespace: "shop",
+      name: "web",
+      annotations: { [`nginx.ingress.kubernetes.io/${name}`]: "" },
+    });
+    assertEquals(verdict.refused, false, name);
+  }
+});

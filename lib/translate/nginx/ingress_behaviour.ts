@@ -229,21 +229,27 @@ function readLimits(
 function readCors(
   value: <T>(name: string, parse: (text: string) => Parsed<T>) => T | undefined,
 ): CorsPolicy {
-  const listed = (pattern: RegExp, what: string) => (text: string): Parsed<string> =>
-    pattern.test(text)
-      ? { value: text }
-      : { problem: `${JSON.stringify(text)} is not a list of ${what}` };
+  // ingress-nginx's grammars (annotations/cors: items separated by a comma, a space, or both),
+  // written so that no input backtracks: a separator between items is required, so items are
+  // whole runs of their characters. (Go runs its own regular expressions in linear time; the
+  // same ones in JavaScript backtrack without end on some inputs.) Only a space, not any
+  // whitespace: the value goes into a response field.
+  const listed = (item: string, what: string) => {
+    const grammar = new RegExp(`^${item}(?:(?:, ?| )${item})*(?:, ?| )?$`);
+    return (text: string): Parsed<string> =>
+      text.length <= 4096 && grammar.test(text)
+        ? { value: text }
+        : { problem: `${JSON.stringify(text)} is not a list of ${what}` };
+  };
   return {
     origins: value("cors-allow-origin", parseOrigins) ?? CORS_DEFAULTS.origins,
-    // ingress-nginx's grammars (annotations/cors).
-    methods: value("cors-allow-methods", listed(/^([A-Za-z]+,?\s?)+$/, "methods")) ??
+    methods: value("cors-allow-methods", listed("[A-Za-z]+", "methods")) ??
       CORS_DEFAULTS.methods,
-    headers: value("cors-allow-headers", listed(/^([A-Za-z0-9_-]+,?\s?)+$/, "header names")) ??
+    headers: value("cors-allow-headers", listed("[A-Za-z0-9_-]+", "header names")) ??
       CORS_DEFAULTS.headers,
     credentials: value("cors-allow-credentials", parseBool) ?? CORS_DEFAULTS.credentials,
-    exposeHeaders:
-      value("cors-expose-headers", listed(/^(([A-Za-z0-9_-]+|\*),?\s?)+$/, "header names")) ??
-        CORS_DEFAULTS.exposeHeaders,
+    exposeHeaders: value("cors-expose-headers", listed("(?:[A-Za-z0-9_-]+|\\*)", "header names")) ??
+      CORS_DEFAULTS.exposeHeaders,
     maxAgeSeconds: value("cors-max-age", (t) => parseInteger(t, 0, 2_147_483_647)) ??
       CORS_DEFAULTS.maxAgeSeconds,
   };
@@ -281,6 +287,10 @@ export function parseRedirectUrl(text: string): Parsed<LocationPart[]> {
         JSON.stringify(text)
       } contains spaces, quotes or characters nginx would read as syntax`,
     };
+  }
+  // It goes into a `Location` field, which holds printable ASCII only (escape the rest).
+  if (/[^\x21-\x7e]/.test(text)) {
+    return { problem: `${JSON.stringify(text)} holds characters other than ASCII` };
   }
   const parts: LocationPart[] = [];
   let rest = text;

@@ -31,6 +31,12 @@ interface Case {
 const CASES: readonly Case[] = [
   { name: "nothing set", annotations: {} },
   {
+    // Found by review: they passed parsing, then every request failed building its Location.
+    name: "a redirect or app-root holding characters other than ASCII",
+    annotations: { "permanent-redirect": "https://example.com/€", "app-root": "/\u2028" },
+    problems: ["permanent-redirect", "app-root"],
+  },
+  {
     name: "upstream-vhost and x-forwarded-prefix",
     annotations: { "upstream-vhost": "internal.example.com:8080", "x-forwarded-prefix": "/api" },
     behaviour: { upstreamVhost: "internal.example.com:8080", forwardedPrefix: "/api" },
