@@ -21,6 +21,8 @@
  * nginx service is used. Options: `--rounds 3 --duration 5 --connections 64`, and
  * `--sizes 1k` (or `1m`, or `tls`: 1 KiB over HTTPS, nginx terminating TLS
  * against Sluice's HTTPS listener) to measure one case while iterating;
+ * `--annotations` adds Sluice with 1 worker and one ingress-nginx annotation on its route
+ * (CORS, an allowlist, basic auth with its verification cached), priced against the plain route;
  * `--pin` (2 CPUs or more) runs the one-core contenders (nginx, Sluice with
  * 1 worker, the floor, the server alone) on CPU 1 and wrk and the backend on
  * CPU 0 (`taskset`), so that each has a core to itself and the scheduler's
@@ -49,6 +51,18 @@ function option(name: string, fallback: number): number {
 }
 
 const ROUNDS = option("rounds", 3);
+/**
+ * `--annotations`: also Sluice (1 worker) with an ingress-nginx annotation on its route, to
+ * price it against the plain route: [server flag, label, request fields wrk sends].
+ */
+const ANNOTATIONS: readonly (readonly [string, string, readonly string[]])[] =
+  Deno.args.includes("--annotations")
+    ? [
+      ["cors", "CORS", ["Origin: https://app.example"]],
+      ["allowlist", "allowlist", []],
+      ["basic-auth", "basic auth (cached)", [`Authorization: Basic ${btoa("bench:bench")}`]],
+    ]
+    : [];
 const FLOOR_NAME = "floor: Deno.serve + Deno.connect, no proxy logic";
 const ALONE_NAME = "Deno.serve alone (no upstream)";
 const DURATION_S = option("duration", 5);
@@ -75,6 +89,8 @@ interface Target {
   readonly scheme?: "http" | "https";
   /** Processes whose CPU time counts as the proxy's (none for direct). */
   readonly pids: () => Promise<number[]>;
+  /** Request fields wrk sends (`-H`). */
+  readonly headers?: readonly string[];
 }
 
 interface Sample {
@@ -245,6 +261,7 @@ async function wrk(target: Target, path: string, sample: () => Promise<void>): P
       `-c${CONNECTIONS}`,
       `-d${DURATION_S}s`,
       "--latency",
+      ...(target.headers ?? []).flatMap((h) => ["-H", h]),
       `${target.scheme ?? "http"}://127.0.0.1:${target.port}${path}`,
     ]));
   } catch (error) {
@@ -295,6 +312,7 @@ async function main(): Promise<void> {
       floorPort = 0,
       alonePort = 0,
     ] = freePorts(9);
+    const annotationPorts = ANNOTATIONS.map(() => freePorts(2) as [number, number]);
     const certificate = await generateSelfSignedCertificate({ hostnames: ["bench.test"] });
     await Deno.writeTextFile(`${dir}/tls.crt`, certificate.certPem);
     await Deno.writeTextFile(`${dir}/tls.key`, certificate.keyPem);
@@ -334,7 +352,7 @@ async function main(): Promise<void> {
       1,
     );
     children.push(nginx);
-    const sluice = (port: number, tlsPort: number, workers: number) => {
+    const sluice = (port: number, tlsPort: number, workers: number, extra: string[] = []) => {
       const denoArgs = [
         "run",
         "-A",
@@ -349,6 +367,7 @@ async function main(): Promise<void> {
         `127.0.0.1:${backendPort}`,
         "--https-port",
         String(tlsPort),
+        ...extra,
       ];
       // All workers run where the scheduler puts them.
       const [cmd, args] = workers === 1 ? pinned(1, DENO, denoArgs) : [DENO, denoArgs];
@@ -361,6 +380,11 @@ async function main(): Promise<void> {
     };
     const sluice1 = sluice(sluice1Port, sluice1TlsPort, 1);
     const sluiceN = sluice(sluiceNPort, sluiceNTlsPort, CPUS);
+    // One more 1-worker Sluice per annotation measured (`--annotations`).
+    const annotated = ANNOTATIONS.map(([flag], i) =>
+      sluice(annotationPorts[i]![0], annotationPorts[i]![1], 1, ["--annotations", flag])
+    );
+    children.push(...annotated);
     // The one-thread contenders (pinned to CPU 1 with --pin), each printing a ready line.
     const oneCore = (permissions: string[], script: string, args: string[]) => {
       const [cmd, cmdArgs] = pinned(1, DENO, [
@@ -402,6 +426,7 @@ async function main(): Promise<void> {
       readyLine(floor),
       readyLine(alone),
     ]);
+    const readyAnnotated = await Promise.all(annotated.map(readyLine));
     for (const [port, what] of [[backendPort, "the backend"], [nginxPort, "nginx"]] as const) {
       await waitForPort(port, what);
     }
@@ -431,6 +456,12 @@ async function main(): Promise<void> {
         port: alonePort,
         pids: () => Promise.resolve([readyAlone.pid]),
       },
+      ...ANNOTATIONS.map(([, label, headers], i) => ({
+        name: `Sluice, 1 worker, ${label}`,
+        port: annotationPorts[i]![0],
+        pids: () => Promise.resolve([readyAnnotated[i]!.pid]),
+        headers,
+      })),
     ];
     // Over HTTPS (keep-alive, so mostly the cost of TLS records, not of handshakes): nginx
     // terminating TLS against Sluice's TLS relay.
@@ -509,6 +540,18 @@ async function main(): Promise<void> {
           }×; the floor vs nginx: ${
             (perCore(FLOOR_NAME) / perCore(base)).toFixed(2)
           }×; Deno.serve alone vs nginx: ${(perCore(ALONE_NAME) / perCore(base)).toFixed(2)}×`,
+        );
+      }
+      if (ANNOTATIONS.length > 0 && caseTargets === targets) {
+        const perCore = (name: string) => med(name, "rps") / med(name, "cores");
+        console.log(
+          `\nCost of ingress-nginx annotations, req/s per core vs the plain route (Sluice, 1 worker): ${
+            ANNOTATIONS.map(([, label]) =>
+              `${label} ${
+                (perCore(`Sluice, 1 worker, ${label}`) / perCore("Sluice, 1 worker")).toFixed(2)
+              }×`
+            ).join(", ")
+          }`,
         );
       }
       console.log(

@@ -9,12 +9,19 @@
  * Usage: `deno run -A --unstable-net tests/bench/sluice_bench_server.ts --port 18080 --workers 2 --backend 127.0.0.1:18081 [--https-port 18443]`
  * (HTTPS with a generated self-signed default certificate).
  * (`--hello` answers a static 1 KiB body instead of proxying: the listeners and workers alone).
+ * (`--annotations cors|allowlist|basic-auth` gives the route that ingress-nginx annotation's
+ * behaviour: CORS for any origin, an allowlist holding 127.0.0.0/8, or basic auth of user `bench`
+ * with password `bench` ({SHA}), whose verification is cached after the first request.)
  * Prints one JSON line `{ "ready": true, "handler": "...", "port": n }` when serving; stops on SIGTERM or SIGINT.
  *
  * The same file is the workers' entry module (it serves when loaded in a worker).
  *
  * @module
  */
+import {
+  CORS_DEFAULTS,
+  type IngressBehaviour,
+} from "../../lib/translate/nginx/ingress_behaviour.ts";
 import { ConnectionActivity } from "../../lib/server/connection_activity.ts";
 import { HttpConnectionReaper } from "../../lib/server/http_connection_reaper.ts";
 import {
@@ -50,6 +57,27 @@ function handlerFactory(hello: boolean): { name: string; create: HandlerFactory 
   };
 }
 
+/** The route behaviour of `--annotations`. */
+function annotated(name: string | undefined): { behaviour?: IngressBehaviour } {
+  switch (name) {
+    case undefined:
+      return {};
+    case "cors":
+      return { behaviour: { cors: CORS_DEFAULTS } };
+    case "allowlist":
+      return { behaviour: { allow: ["127.0.0.0/8"] } };
+    case "basic-auth":
+      // bench:bench, as `htpasswd -s` writes it.
+      return {
+        behaviour: {
+          basicAuth: { realm: "bench", users: { bench: "{SHA}5cicUp3MubQnFvTZEY1hB5yIPZ4=" } },
+        },
+      };
+    default:
+      throw new Error(`Cannot start the bench server: unknown --annotations ${name}`);
+  }
+}
+
 function flag(name: string, fallback?: string): string {
   const index = Deno.args.indexOf(`--${name}`);
   const value = index >= 0 ? Deno.args[index + 1] : fallback;
@@ -70,6 +98,7 @@ if ("WorkerGlobalScope" in globalThis) {
   const data: StubSnapshotData = {
     version: 1,
     routes: [{
+      ...annotated(Deno.args.includes("--annotations") ? flag("annotations") : undefined),
       host: "",
       path: "/",
       backend: {

@@ -10,6 +10,8 @@
  *
  * @module
  */
+import { compileRouteBehaviour } from "../../lib/routing/route_behaviour.ts";
+import type { IngressBehaviour } from "../../lib/translate/nginx/ingress_behaviour.ts";
 import type {
   Backend,
   CertificateTable,
@@ -25,6 +27,8 @@ export interface StubRoute {
   readonly path: string;
   readonly backend: Backend;
   readonly tls?: boolean;
+  /** ingress-nginx annotation behaviour, compiled as the route table does (`route_behaviour.ts`). */
+  readonly behaviour?: IngressBehaviour;
 }
 
 /** One certificate and the hosts (exact or `*.suffix`) it serves. */
@@ -83,6 +87,11 @@ export function stubCertificateTable(
 }
 
 function stubRouteTable(routes: readonly StubRoute[]): RouteTable {
+  const behaviours = new Map(
+    routes.flatMap((r) =>
+      r.behaviour === undefined ? [] : [[r, compileRouteBehaviour(r.behaviour, "stub")] as const]
+    ),
+  );
   return Object.freeze({
     lookup(host: string, path: string): Match | undefined {
       const name = host.toLowerCase().replace(/:\d+$/, "").replace(/\.$/, "");
@@ -99,6 +108,7 @@ function stubRouteTable(routes: readonly StubRoute[]): RouteTable {
         pathType: "Prefix",
         backend: best.backend,
         tls: best.tls ?? false,
+        ...(behaviours.has(best) ? { behaviour: behaviours.get(best)! } : {}),
       };
     },
   });
