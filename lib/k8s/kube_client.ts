@@ -144,14 +144,19 @@ const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
   apply: "application/apply-patch+yaml",
 };
 
+/** How long a request without a signal of its own may take (watches excepted). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
 /** A client for one API server. */
 export class KubeClient {
   readonly #access: KubeAccess;
   readonly #userAgent: string;
+  readonly #requestTimeoutMs: number;
 
-  constructor(access: KubeAccess, options: { userAgent?: string } = {}) {
+  constructor(access: KubeAccess, options: { userAgent?: string; requestTimeoutMs?: number } = {}) {
     this.#access = access;
     this.#userAgent = options.userAgent ?? "sluice";
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   }
 
   /** The API server's base URL. */
@@ -171,6 +176,11 @@ export class KubeClient {
       action?: string | undefined;
     } = {},
   ): Promise<Response> {
+    // A request the caller gave no signal ends at a deadline (a watch ends at its own
+    // timeoutSeconds): an answer that never comes must not hold a list, a status write or an
+    // Event forever.
+    const signal = options.signal ??
+      (options.query?.watch === true ? undefined : AbortSignal.timeout(this.#requestTimeoutMs));
     const url = new URL(this.#access.server + path);
     for (const [k, v] of Object.entries(options.query ?? {})) {
       if (v !== undefined && v !== "") url.searchParams.set(k, String(v));
@@ -189,7 +199,7 @@ export class KubeClient {
       client: this.#access.client,
     };
     if (body !== undefined) init.body = body;
-    if (options.signal !== undefined) init.signal = options.signal;
+    if (signal !== undefined) init.signal = signal;
     const response = await fetch(url, init);
     if (response.ok) return response;
     const text = await response.text();
