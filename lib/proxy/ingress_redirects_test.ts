@@ -197,3 +197,19 @@ Deno.test({
     });
   },
 });
+
+Deno.test("from-to-www-redirect sends the www. twin of a host to it with 308, the target kept", async () => {
+  await withAnnotatedWorld([
+    { name: "shop", host: "shop.example.com", annotations: { "from-to-www-redirect": "true" } },
+    { name: "plain", host: "plain.example.com" },
+  ], async (world) => {
+    const twin = await world.ask(get("www.shop.example.com", "/a/b?c=1"));
+    assertEquals([twin.status, headerValues(twin.headers, "location")], [308, [
+      "http://shop.example.com/a/b?c=1",
+    ]]);
+    assertEquals((await world.ask(get("shop.example.com", "/a"))).status, 200);
+    // No twin for a host whose Ingress does not ask for it.
+    assertEquals((await world.ask(get("www.plain.example.com", "/"))).status, 404);
+    assertEquals(world.received.filter((r) => r.ingress === "shop").length, 1);
+  });
+});

@@ -644,6 +644,15 @@ function route(
       return routeGateway(ctx, x, found, where);
     }
   }
+  if (snapshot.routes.wwwRedirect !== undefined) {
+    // ingress-nginx `from-to-www-redirect`: `return 308 $scheme://<twin>$request_uri`.
+    const twin = snapshot.routes.wwwRedirect(where.authority);
+    if (twin !== undefined) {
+      logAccess(ctx, x, 308);
+      const location = `${x.secure ? "https" : "http"}://${twin}${locationPath(where.forward)}`;
+      return new Response(null, { status: 308, headers: [["Location", location]] });
+    }
+  }
   if (where.matchPath === "/" && snapshot.routes.appRoot !== undefined) {
     // ingress-nginx `app-root`, at server level: `/` of the host, whichever Ingress routes it.
     const appRoot = snapshot.routes.appRoot(where.authority);

@@ -27,7 +27,13 @@ import type { Backend, Match, RouteTable } from "./snapshot.ts";
 /** What {@linkcode compileRouteTable} reads from a translation. */
 export type RouteTableInput = Pick<
   Translation,
-  "routes" | "backends" | "tlsHosts" | "defaultBackend" | "behaviours" | "appRoots"
+  | "routes"
+  | "backends"
+  | "tlsHosts"
+  | "defaultBackend"
+  | "behaviours"
+  | "appRoots"
+  | "wwwRedirects"
 >;
 
 /** A precomputed answer: the match without and with `tls`. */
@@ -221,15 +227,21 @@ export function compileRouteTable(translation: RouteTableInput): RouteTable {
     return tls ? found[1] : found[0];
   };
 
-  if (translation.appRoots === undefined) return Object.freeze({ lookup });
-  // ingress-nginx `app-root`: server level, for the whole host (exact, then wildcard).
-  const appRoots = new Map(Object.entries(translation.appRoots));
-  const appRoot = (host: string): string | undefined => {
-    const name = normaliseRequestHost(host);
-    const exact = appRoots.get(name);
-    if (exact !== undefined) return exact;
-    const suffix = wildcardSuffix(name);
-    return suffix === undefined ? undefined : appRoots.get(`*.${suffix}`);
-  };
-  return Object.freeze({ lookup, appRoot });
+  const table: { -readonly [K in keyof RouteTable]: RouteTable[K] } = { lookup };
+  if (translation.appRoots !== undefined) {
+    // ingress-nginx `app-root`: server level, for the whole host (exact, then wildcard).
+    const appRoots = new Map(Object.entries(translation.appRoots));
+    table.appRoot = (host: string): string | undefined => {
+      const name = normaliseRequestHost(host);
+      const exact = appRoots.get(name);
+      if (exact !== undefined) return exact;
+      const suffix = wildcardSuffix(name);
+      return suffix === undefined ? undefined : appRoots.get(`*.${suffix}`);
+    };
+  }
+  if (translation.wwwRedirects !== undefined) {
+    const redirects = new Map(Object.entries(translation.wwwRedirects));
+    table.wwwRedirect = (host: string) => redirects.get(normaliseRequestHost(host));
+  }
+  return Object.freeze(table);
 }

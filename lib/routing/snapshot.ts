@@ -47,6 +47,11 @@ export interface RouteTable {
    * to the whole host whichever Ingress routes `/`); absent or undefined: nowhere.
    */
   appRoot?(host: string): string | undefined;
+  /**
+   * The host a request for `host` is redirected to (ingress-nginx
+   * `from-to-www-redirect`: its `www.` or bare twin); absent or undefined: none.
+   */
+  wwwRedirect?(host: string): string | undefined;
 }
 
 /** A certificate and key ready to hand to a TLS handshake. */

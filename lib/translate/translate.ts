@@ -343,6 +343,26 @@ export function translate(objects: ClusterObjects, options: TranslateOptions): T
       [...appRoots].sort(([a], [b]) => compareStrings(a, b)),
     );
   }
+  // from-to-www-redirect: the twin of each rule host of such an Ingress, unless some Ingress
+  // routes the twin itself (ingress-nginx then leaves it to that server).
+  const ruleHosts = new Set(candidates.map((c) => c.host));
+  const wwwRedirects = new Map<string, string>();
+  for (const candidate of candidates) {
+    const host = candidate.host;
+    if (
+      host === "" || host.startsWith("*.") || behaviours.get(candidate.ingress)?.fromToWww !== true
+    ) {
+      continue;
+    }
+    const twin = host.startsWith("www.") ? host.slice(4) : `www.${host}`;
+    if (!twin.includes(".") || ruleHosts.has(twin) || wwwRedirects.has(twin)) continue;
+    wwwRedirects.set(twin, host);
+  }
+  if (wwwRedirects.size > 0) {
+    translation.wwwRedirects = Object.fromEntries(
+      [...wwwRedirects].sort(([a], [b]) => compareStrings(a, b)),
+    );
+  }
   // Only the Ingresses some route still comes from.
   const served = [...new Set(routes.map((r) => r.ingress))].filter((key) => behaviours.has(key));
   if (served.length > 0) {

@@ -133,6 +133,7 @@ function golden(translation: Translation, header: FixtureHeader) {
   out.issues = translation.issues;
   if (translation.behaviours !== undefined) out.behaviours = translation.behaviours;
   if (translation.appRoots !== undefined) out.appRoots = translation.appRoots;
+  if (translation.wwwRedirects !== undefined) out.wwwRedirects = translation.wwwRedirects;
   if (header.requests !== undefined) {
     out.lookups = header.requests.map(([host, path]) => {
       const match = table.lookup(host, path);

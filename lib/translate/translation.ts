@@ -185,6 +185,12 @@ export interface Translation {
    */
   readonly appRoots?: Readonly<Record<string, string>>;
   /**
+   * ingress-nginx `from-to-www-redirect`, by the host redirected (sorted): its
+   * `www.` or bare twin, which an Ingress with the annotation serves and no
+   * Ingress routes (308 to the same target there).
+   */
+  readonly wwwRedirects?: Readonly<Record<string, string>>;
+  /**
    * The Gateway API translation (with `gatewayApi`): routes per listener port
    * and hostname, and the statuses the leader writes. Its backends are in
    * {@linkcode Translation.backends}, its problems in `issues` (its own `issues` is empty).

@@ -82,9 +82,10 @@ export const NGINX_ANNOTATIONS: Readonly<Record<string, AnnotationEntry>> = Obje
     ], "as ingress-nginx"),
     ...entries(
       "Redirects",
-      "ignored",
+      "served",
       ["from-to-www-redirect"],
-      "not implemented yet: the other name is not redirected",
+      "as ingress-nginx: the www. or bare twin of a rule host, when no Ingress serves it, " +
+        "redirects to it (308)",
     ),
     // 2. Paths and rewrites.
     ...entries(

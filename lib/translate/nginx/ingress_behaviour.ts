@@ -59,6 +59,8 @@ export interface IngressBehaviour {
   readonly forceSslRedirect?: boolean;
   /** `app-root`: where `/` is redirected (302). */
   readonly appRoot?: string;
+  /** `from-to-www-redirect`: the host's `www.` twin (or bare twin) redirects to it (308). */
+  readonly fromToWww?: boolean;
   /** `permanent-redirect` / `temporal-redirect`: every request answered with this redirect. */
   readonly redirect?: { readonly location: readonly LocationPart[]; readonly status: number };
   /** `allowlist-source-range` (or `whitelist-`): only these clients; others get 403. */
@@ -145,6 +147,8 @@ export function readIngressBehaviour(
   if (force !== undefined) out.forceSslRedirect = force;
   const appRoot = value("app-root", parsePath);
   if (appRoot !== undefined) out.appRoot = appRoot;
+  const fromToWww = value("from-to-www-redirect", parseBool);
+  if (fromToWww !== undefined) out.fromToWww = fromToWww;
 
   // ingress-nginx (annotations/redirect): temporal-redirect is read first and wins.
   const temporalCode = value(

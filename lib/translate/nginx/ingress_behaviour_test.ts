@@ -37,6 +37,16 @@ const CASES: readonly Case[] = [
     problems: ["permanent-redirect", "app-root"],
   },
   {
+    name: "from-to-www-redirect",
+    annotations: { "from-to-www-redirect": "true" },
+    behaviour: { fromToWww: true },
+  },
+  {
+    name: "from-to-www-redirect not a boolean",
+    annotations: { "from-to-www-redirect": "yes" },
+    problems: ["from-to-www-redirect"],
+  },
+  {
     name: "upstream-vhost and x-forwarded-prefix",
     annotations: { "upstream-vhost": "internal.example.com:8080", "x-forwarded-prefix": "/api" },
     behaviour: { upstreamVhost: "internal.example.com:8080", forwardedPrefix: "/api" },
